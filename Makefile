@@ -1,0 +1,30 @@
+# Two commands for a fresh machine (see README):
+#   make demo   install, migrate, seed the demo and run web + Celery worker and beat
+#   make test   install with the test tools and run ruff and the whole suite
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The suite runs on PostgreSQL (the production database) and again on SQLite (the embedded one).
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
+
+.PHONY: demo test install install-dev lint
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+
+demo: install
+	./scripts/demo
+
+lint: install-dev
+	$(BIN)/ruff check .
+
+test: lint
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
+	DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -m "not postgresql"

@@ -1,0 +1,15 @@
+"""The Celery application: configured from Django settings (CELERY_*), tasks found in the apps.
+
+The beat schedule lives here, in one place, as the jobs arrive.
+"""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("gpuloans")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+app.conf.beat_schedule = {}

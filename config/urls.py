@@ -1,0 +1,15 @@
+from django.conf.urls.i18n import i18n_patterns
+from django.contrib import admin
+from django.urls import include, path
+
+from loans import views
+
+urlpatterns = [
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("healthz", views.healthz, name="healthz"),
+]
+urlpatterns += i18n_patterns(
+    path("", views.home, name="home"),
+    path("admin/", admin.site.urls),
+    prefix_default_language=False,
+)

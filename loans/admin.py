@@ -1,0 +1,125 @@
+from django.contrib import admin
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from loans.models import Contract, Membership, Plan, Statement, Tenant
+from loans.summary import current_summary
+from metering.models import AttributionRule
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+class AttributionRuleInline(admin.TabularInline):
+    model = AttributionRule
+    extra = 0
+
+
+@admin.register(Tenant)
+class TenantAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "created_at"]
+    search_fields = ["slug", "name", "memberships__user__username"]
+    inlines = [MembershipInline, AttributionRuleInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "tenant", "role"]
+    list_filter = ["role", "tenant"]
+    search_fields = ["user__username", "user__email", "tenant__slug", "tenant__name"]
+    autocomplete_fields = ["user", "tenant"]
+
+
+@admin.register(Plan)
+class PlanAdmin(admin.ModelAdmin):
+    list_display = [
+        "name", "gpu_model", "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
+        "committed_rate", "overage_rate", "overage_multiplier", "term_months", "currency",
+        "is_offered",
+    ]
+    list_filter = ["is_offered", "currency", "gpu_model", "term_months"]
+    search_fields = ["name", "gpu_model", "description"]
+
+
+@admin.register(Contract)
+class ContractAdmin(admin.ModelAdmin):
+    list_display = [
+        "tenant", "plan", "starts_on", "ends_on", "status", "current_period", "used_of_committed",
+        "cost_so_far",
+    ]
+    list_filter = ["status", "plan", "tenant", "time_zone"]
+    search_fields = ["tenant__slug", "tenant__name", "plan__name", "notes"]
+    list_select_related = ["tenant", "plan"]
+    autocomplete_fields = ["tenant"]
+    date_hierarchy = "starts_on"
+    readonly_fields = ["ends_on", "current_period", "used_of_committed", "cost_so_far"]
+    fieldsets = [
+        (None, {"fields": ["tenant", "plan", "starts_on", "ends_on", "time_zone", "status"]}),
+        (
+            _("Negotiated overrides (empty: the plan's number)"),
+            {"fields": list(Contract.OVERRIDES)},
+        ),
+        (_("Current period"), {"fields": ["current_period", "used_of_committed", "cost_so_far"]}),
+        (None, {"fields": ["notes"]}),
+    ]
+
+    def _summary(self, contract: Contract):
+        # One rollup query per contract row; the list shows at most list_per_page of them.
+        cache = getattr(contract, "_summary_cache", None)
+        if cache is None:
+            cache = contract._summary_cache = (
+                current_summary(contract, timezone.now()) if contract.pk else None,
+            )
+        return cache[0]
+
+    @admin.display(description=_("current period"))
+    def current_period(self, contract: Contract) -> str:
+        summary = self._summary(contract)
+        if summary is None:
+            return "-"
+        zone = contract.zone
+        start = summary.period.start.astimezone(zone).date()
+        end = summary.period.end.astimezone(zone).date()
+        return f"{summary.period.index + 1}: {start} - {end}"
+
+    @admin.display(description=_("used / committed GPU-h"))
+    def used_of_committed(self, contract: Contract) -> str:
+        summary = self._summary(contract)
+        if summary is None:
+            return "-"
+        used, committed = summary.used_gpu_hours, summary.committed_gpu_hours
+        percent = f" ({used / committed:.0%})" if committed > 0 else ""
+        return f"{used:,.1f} / {committed:,.0f}{percent}"
+
+    @admin.display(description=_("cost so far"))
+    def cost_so_far(self, contract: Contract) -> str:
+        summary = self._summary(contract)
+        if summary is None:
+            return "-"
+        return f"{summary.cost.total:,.2f} {summary.currency}"
+
+
+@admin.register(Statement)
+class StatementAdmin(admin.ModelAdmin):
+    """Statements are written by the period-close job and never edited."""
+
+    list_display = [
+        "contract", "period_index", "period_start", "period_end", "committed_gpu_hours",
+        "allocated_gpu_hours", "overage_gpu_hours", "total_cost", "currency", "completeness",
+    ]
+    list_filter = ["currency", "contract__tenant"]
+    search_fields = ["contract__tenant__slug", "contract__plan__name"]
+    list_select_related = ["contract__tenant", "contract__plan"]
+    date_hierarchy = "period_start"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,149 @@
+"""Billing periods and the money of a period: pure functions over plain values, no ORM.
+
+Money is Decimal, rounded half-up to the currency's minor unit per line, so that the lines of a
+statement add up to its total. GPU-hours enter pricing rounded to 1e-6 GPU-h, the precision the
+meter guarantees.
+"""
+
+import calendar
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal
+from zoneinfo import ZoneInfo
+
+GPU_HOURS = Decimal("0.000001")
+CENTS = Decimal("0.01")
+DEFAULT_OVERAGE_MULTIPLIER = Decimal("1.2")
+ZERO = Decimal(0)
+
+
+@dataclass(frozen=True)
+class Period:
+    """One billing month of a contract: [start, end) in UTC, numbered from 0."""
+
+    index: int
+    start: datetime
+    end: datetime
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / 3600
+
+    def contains(self, ts: datetime) -> bool:
+        return self.start <= ts < self.end
+
+
+def add_months(day: date, months: int) -> date:
+    """The anniversary of `day` `months` later, clamped to the month's end (Jan 31 -> Feb 28)."""
+    month_index = day.month - 1 + months
+    year, month = day.year + month_index // 12, month_index % 12 + 1
+    return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def local_midnight(day: date, tz: ZoneInfo) -> datetime:
+    """The first instant of `day` in `tz`, in UTC.
+
+    Where a DST gap swallows midnight (clocks jump 00:00 -> 01:00), fold=0 resolves the missing
+    wall time with the offset in force before the jump, which lands exactly on the transition:
+    the first instant the day exists. Where midnight repeats, fold=0 is the earlier one.
+    """
+    return datetime.combine(day, time(0), tzinfo=tz).astimezone(UTC)
+
+
+def periods(starts_on: date, term_months: int, tz: ZoneInfo) -> list[Period]:
+    """Every period of a contract: anniversary months from `starts_on`, local midnight in `tz`.
+
+    Each anniversary is taken from the start date, not chained, so a contract starting on the 31st
+    has periods starting Jan 31, Feb 28, Mar 31.
+    """
+    bounds = [local_midnight(add_months(starts_on, k), tz) for k in range(term_months + 1)]
+    return [Period(k, bounds[k], bounds[k + 1]) for k in range(term_months)]
+
+
+def period_at(starts_on: date, term_months: int, tz: ZoneInfo, ts: datetime) -> Period | None:
+    """The period that contains `ts`, or None before the start or after the term."""
+    return next((p for p in periods(starts_on, term_months, tz) if p.contains(ts)), None)
+
+
+def hour_aligned(moment: datetime) -> bool:
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0) == moment
+
+
+def overage_rate(
+    committed_rate: Decimal, explicit: Decimal | None, multiplier: Decimal | None
+) -> Decimal:
+    """The rate above the commitment: the explicit one, else committed rate x multiplier."""
+    if explicit is not None:
+        return explicit
+    return committed_rate * (multiplier if multiplier is not None else DEFAULT_OVERAGE_MULTIPLIER)
+
+
+def money(amount: Decimal) -> Decimal:
+    return amount.quantize(CENTS, rounding=ROUND_HALF_UP)
+
+
+def gpu_hours(value: Decimal | float | int) -> Decimal:
+    """GPU-hours as the meter guarantees them: Decimal, to 1e-6 GPU-h."""
+    if isinstance(value, float):
+        value = Decimal(repr(value))
+    return Decimal(value).quantize(GPU_HOURS, rounding=ROUND_HALF_UP)
+
+
+@dataclass(frozen=True)
+class PeriodCost:
+    committed_gpu_hours: Decimal
+    used_gpu_hours: Decimal
+    overage_gpu_hours: Decimal
+    unused_gpu_hours: Decimal
+    committed_cost: Decimal
+    overage_cost: Decimal
+    total: Decimal
+
+
+def period_cost(
+    *, committed: Decimal, used: Decimal, committed_rate: Decimal, overage_rate: Decimal
+) -> PeriodCost:
+    """Cost of a period: C * r_c + max(0, U - C) * r_o, each line rounded to the cent."""
+    committed, used = gpu_hours(committed), gpu_hours(used)
+    if committed < 0 or used < 0 or committed_rate < 0 or overage_rate < 0:
+        raise ValueError("GPU-hours and rates cannot be negative")
+    overage = max(ZERO, used - committed)
+    committed_cost = money(committed * committed_rate)
+    overage_cost = money(overage * overage_rate)
+    return PeriodCost(
+        committed_gpu_hours=committed,
+        used_gpu_hours=used,
+        overage_gpu_hours=overage,
+        unused_gpu_hours=unused(committed, used),
+        committed_cost=committed_cost,
+        overage_cost=overage_cost,
+        total=committed_cost + overage_cost,
+    )
+
+
+def utilisation(committed: Decimal, used: Decimal) -> Decimal | None:
+    """Share of the commitment used, min(U, C) / C; None without a commitment."""
+    if committed <= 0:
+        return None
+    return min(used, committed) / committed
+
+
+def coverage(committed: Decimal, used: Decimal) -> Decimal | None:
+    """Share of the usage the commitment covered, min(U, C) / U; None without usage."""
+    if used <= 0:
+        return None
+    return min(used, committed) / used
+
+
+def unused(committed: Decimal, used: Decimal) -> Decimal:
+    return max(ZERO, committed - used)
+
+
+def hours_between(start: datetime, end: datetime) -> list[datetime]:
+    """The UTC hour starts in [start, end), start rounded down to the hour."""
+    hour = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    out = []
+    while hour < end:
+        out.append(hour)
+        hour += timedelta(hours=1)
+    return out

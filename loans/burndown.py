@@ -1,0 +1,182 @@
+"""The burn-down of a period: committed GPU-hours remaining over time, the ideal straight line and
+a forecast from the trailing 7-day rate with a P10-P90 band. Pure: plain floats and datetimes.
+
+GPU-hours here feed charts and projections, so they are floats; money is priced elsewhere
+(loans.billing) from the meter's exact figures.
+"""
+
+import math
+import statistics
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from loans.billing import hours_between
+
+HOUR = timedelta(hours=1)
+TRAILING_WINDOW = timedelta(days=7)
+Z90 = 1.2815515655446004  # standard normal quantile at 0.9: P10/P90 = mean -/+ Z90 * sd
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Usage per hour over the trailing window, and the spread of a sum over `h` future hours."""
+
+    per_hour: float
+    block_hours: int
+    block_sd: float
+
+    def spread(self, horizon_hours: float) -> float:
+        if horizon_hours <= 0 or self.block_hours == 0:
+            return 0.0
+        return Z90 * self.block_sd * math.sqrt(horizon_hours / self.block_hours)
+
+
+@dataclass(frozen=True)
+class BurnDown:
+    """Series over the period's points (every hour boundary, plus `now` when inside the period)."""
+
+    points: list[datetime]
+    ideal: list[float]
+    remaining: list[float | None]  # actual, up to now
+    forecast: list[float | None]  # expected, from now on
+    forecast_p10: list[float | None]  # 10% chance of ending lower (the P90 of usage)
+    forecast_p90: list[float | None]  # 10% chance of ending higher (the P10 of usage)
+    committed: float
+    used: float
+    rate_per_hour: float
+    projected_used: float
+    projected_exhaustion: datetime | None
+
+    @property
+    def projected_overage(self) -> float:
+        return max(0.0, self.projected_used - self.committed)
+
+    @property
+    def projected_unused(self) -> float:
+        return max(0.0, self.committed - self.projected_used)
+
+
+def trailing_rate(
+    usage: dict[datetime, float], now: datetime, history_start: datetime | None = None
+) -> Rate:
+    """Mean hourly usage over the 7 days before `now` (or since `history_start`, if later).
+
+    The spread comes from whole-day sums where at least two whole days are in the window, so
+    the day/night rhythm does not pass for noise; otherwise from hourly values.
+    """
+    start = now - TRAILING_WINDOW
+    if history_start is not None and history_start > start:
+        start = history_start
+    window_hours = (now - start).total_seconds() / 3600
+    if window_hours <= 0:
+        return Rate(0.0, 0, 0.0)
+    total = sum(v for hour, v in usage.items() if start <= hour < now)
+    per_hour = total / window_hours
+    days = int(window_hours // 24)
+    block_hours, count = (24, days) if days >= 2 else (1, int(window_hours))
+    blocks = [
+        sum(
+            v
+            for hour, v in usage.items()
+            if now - (k + 1) * block_hours * HOUR <= hour < now - k * block_hours * HOUR
+        )
+        for k in range(count)
+    ]
+    block_sd = statistics.stdev(blocks) if len(blocks) >= 2 else 0.0
+    return Rate(per_hour, block_hours if len(blocks) >= 2 else 0, block_sd)
+
+
+def burndown(
+    *,
+    start: datetime,
+    end: datetime,
+    committed: float,
+    usage: dict[datetime, float],
+    now: datetime,
+    history_start: datetime | None = None,
+) -> BurnDown:
+    """Burn-down of the period [start, end) as seen at `now`.
+
+    `usage` maps UTC hour starts to allocated GPU-hours; hours before `start` are history for the
+    trailing rate only. Hours at or after `now` are ignored: they have not happened.
+    """
+    points = hours_between(start, end) + [end]
+    if start < now < end and now not in points:
+        points = sorted([*points, now])
+    total_hours = (end - start).total_seconds() / 3600
+
+    # Remaining at a point counts the hours that started before it (and before now): one pass
+    # over the period's hours keeps the series linear in its length.
+    used_by: dict[datetime, float] = {}
+    cumulative = 0.0
+    for hour in hours_between(start, end):
+        used_by[hour] = cumulative
+        if hour < now:
+            cumulative += usage.get(hour, 0.0)
+    used_by[end] = cumulative
+    used = cumulative
+    used_by.setdefault(now, cumulative)
+
+    remaining_now = committed - used
+    rate = trailing_rate(usage, min(now, end), history_start or start)
+    left_hours = max(0.0, (end - max(now, start)).total_seconds() / 3600)
+    projected_used = used + rate.per_hour * left_hours
+
+    ideal, remaining, forecast, low, high = [], [], [], [], []
+    for point in points:
+        elapsed = (point - start).total_seconds() / 3600
+        ideal.append(committed * (1 - elapsed / total_hours))
+        if point <= now:
+            remaining.append(committed - used_by[point])
+        else:
+            remaining.append(None)
+        if point >= now:
+            ahead = (point - max(now, start)).total_seconds() / 3600
+            expected = rate.per_hour * ahead
+            spread = rate.spread(ahead)
+            forecast.append(remaining_now - expected)
+            low.append(remaining_now - expected - spread)
+            high.append(remaining_now - max(0.0, expected - spread))
+        else:
+            forecast.append(None)
+            low.append(None)
+            high.append(None)
+
+    return BurnDown(
+        points=points,
+        ideal=ideal,
+        remaining=remaining,
+        forecast=forecast,
+        forecast_p10=low,
+        forecast_p90=high,
+        committed=committed,
+        used=used,
+        rate_per_hour=rate.per_hour,
+        projected_used=projected_used,
+        projected_exhaustion=_exhaustion(start, end, committed, usage, now, rate.per_hour),
+    )
+
+
+def _exhaustion(
+    start: datetime,
+    end: datetime,
+    committed: float,
+    usage: dict[datetime, float],
+    now: datetime,
+    rate: float,
+) -> datetime | None:
+    """When the commitment runs out: the hour it did, or when the trailing rate says it will."""
+    cumulative = 0.0
+    for hour in hours_between(start, min(now, end)):
+        before = cumulative
+        cumulative += usage.get(hour, 0.0)
+        if cumulative >= committed and cumulative > 0:
+            share = (committed - before) / (cumulative - before)
+            return hour + share * HOUR
+    if now >= end or rate <= 0:
+        return None
+    from_ = max(now, start)
+    hours_left = (committed - cumulative) / rate
+    if hours_left >= (end - from_).total_seconds() / 3600:
+        return None
+    return from_ + hours_left * HOUR

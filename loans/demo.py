@@ -1,0 +1,265 @@
+"""Demo data: tenants, plans, contracts, nodes and 90 days of hourly usage.
+
+Every value is drawn from a random generator seeded by what it describes (tenant and day), so a
+second run writes the same rows and only adds the hours that have passed since: the seed is
+idempotent. Four stories: vision heads for overage, nlp wastes its commitment, speech holds GPUs
+that sit idle, recsys fits its plan; one node runs unattributed sandbox work.
+"""
+
+import json
+import random
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+
+from loans.models import Contract, Membership, Plan, Tenant
+from metering.attribution import Attributor, Rule
+from metering.models import AttributionRule, Gpu, Node, UsageSample
+from metering.usage import floor_hour, insert_rows, rebuild_rollups
+
+DAYS = 90
+HOUR = timedelta(hours=1)
+DEMO_PASSWORD = "gpuloans-demo"
+OPERATOR = ("operator", "gpuloans-operator")
+GPU_NAMESPACE = uuid.UUID("9b0d7c52-5f1e-4c1a-9b53-2f5d1c3e8a10")
+
+H100 = ("NVIDIA H100 80GB HBM3", 81559)
+L40S = ("NVIDIA L40S", 46068)
+A100 = ("NVIDIA A100-SXM4-80GB", 81920)
+
+PLANS = [
+    # name, model, base, max, committed GPU-h, rate, overage rate, term
+    ("H100 Guaranteed 8", H100[0], 8, 16, "4000", "18.00", None, 12),
+    ("H100 Guaranteed 16", H100[0], 16, 32, "9000", "17.00", None, 12),
+    ("L40S Inference 8", L40S[0], 8, 12, "4500", "6.50", None, 12),
+    ("A100 Flex 4", A100[0], 4, 8, "2000", "11.00", "15.00", 6),
+    ("H100 Burst 32", H100[0], 16, 32, "6000", "19.50", None, 3),
+]
+
+
+@dataclass(frozen=True)
+class Story:
+    """How a tenant uses its GPUs: GPUs held and utilisation by hour of a local day."""
+
+    slug: str
+    name: str
+    plan: str
+    nodes: list[tuple[str, tuple[str, int]]]
+    day: float  # GPUs held in working hours on a weekday
+    night: float
+    weekend: float
+    util: float  # mean utilisation of a held GPU, percent
+    burst_gpus: int = 0  # extra GPUs during a training burst
+    burst_every: int = 0  # a burst starts about once in this many days
+
+
+STORIES = [
+    Story("vision", "Vision Lab", "H100 Guaranteed 8", [("h100-01", H100), ("h100-02", H100)],
+          day=6, night=4, weekend=3, util=78, burst_gpus=6, burst_every=10),
+    Story("nlp", "NLP Platform", "H100 Guaranteed 16", [("h100-03", H100), ("h100-04", H100)],
+          day=6, night=3, weekend=2, util=64, burst_gpus=4, burst_every=15),
+    Story("speech", "Speech", "L40S Inference 8", [("l40s-01", L40S)],
+          day=6, night=6, weekend=6, util=4),
+    Story("recsys", "Recommendation", "A100 Flex 4", [("a100-01", A100)],
+          day=3.5, night=2.2, weekend=2, util=61),
+]
+SANDBOX_NODE = ("h100-05", H100)
+GPUS_PER_NODE = 8
+
+
+def gpus_held(story: Story, local: datetime, rng: random.Random, bursting: bool) -> int:
+    weekday = local.weekday() < 5
+    working = 9 <= local.hour < 21
+    level = story.day if weekday and working else story.night if weekday else story.weekend
+    level += rng.gauss(0, 0.6)
+    if bursting:
+        level += story.burst_gpus
+    return max(0, round(level))
+
+
+def is_bursting(story: Story, day: date) -> bool:
+    """Bursts last three days; whether one started on a day depends only on that day."""
+    if not story.burst_every:
+        return False
+    return any(
+        random.Random(f"{story.slug}:burst:{day - timedelta(days=k)}").random()
+        < 1 / story.burst_every
+        for k in range(3)
+    )
+
+
+def seed(
+    *, now: datetime, log: Callable[[str], None], days: int = DAYS
+) -> list[tuple[str, str, str]]:
+    """Create or complete the demo; returns the logins (user, password, what it sees)."""
+    zone = ZoneInfo(settings.TIME_ZONE)
+    today = now.astimezone(zone).date()
+    logins = [(*OPERATOR, "operator (admin, every tenant)")]
+    with transaction.atomic():
+        plans = _plans()
+        log(f"plans: {len(plans)} in the catalogue")
+        _user(OPERATOR[0], OPERATOR[1], staff=True)
+        tenants = {}
+        for story in STORIES:
+            tenant, _created = Tenant.objects.get_or_create(
+                slug=story.slug, defaults={"name": story.name}
+            )
+            tenants[story.slug] = tenant
+            for role in (Membership.Role.LEAD, Membership.Role.MEMBER):
+                username = f"{story.slug}-{role}"
+                user = _user(username, DEMO_PASSWORD)
+                Membership.objects.get_or_create(user=user, tenant=tenant, defaults={"role": role})
+                logins.append((username, DEMO_PASSWORD, f"{role} of {story.name}"))
+            AttributionRule.objects.get_or_create(
+                field=AttributionRule.Field.NAMESPACE, value=story.slug,
+                defaults={"tenant": tenant, "priority": 10},
+            )
+            _contract(tenant, plans[story.plan], today - timedelta(days=110))
+            for node_name, model in story.nodes:
+                _node(node_name, model, tenant)
+        _node(*SANDBOX_NODE, None)
+        log(f"tenants: {', '.join(tenants)}; nodes: {Node.objects.count()}")
+
+    end = floor_hour(now)
+    start = end - timedelta(days=days)
+    attribute = _attribution()
+    for story in STORIES:
+        count = _write(_story_samples(story, start, end, zone), attribute)
+        log(f"usage: {story.slug}, {count} hourly samples (those already stored are kept)")
+    _write(_sandbox_samples(start, end), attribute)
+    log("rollups: recounting from the samples")
+    rebuild_rollups(start, end)
+    return logins
+
+
+def _plans() -> dict[str, Plan]:
+    plans = {}
+    for name, model, base, cap, committed, rate, overage, term in PLANS:
+        plan, _created = Plan.objects.get_or_create(
+            name=name,
+            defaults={
+                "gpu_model": model, "base_quota_gpus": base, "max_quota_gpus": cap,
+                "committed_gpu_hours": Decimal(committed), "committed_rate": Decimal(rate),
+                "overage_rate": Decimal(overage) if overage else None, "term_months": term,
+                "currency": settings.DEFAULT_CURRENCY,
+            },
+        )
+        plans[name] = plan
+    return plans
+
+
+def _user(username: str, password: str, staff: bool = False):
+    user, created = get_user_model().objects.get_or_create(
+        username=username, defaults={"is_staff": staff, "is_superuser": staff}
+    )
+    if created:
+        user.set_password(password)
+        user.save(update_fields=["password"])
+    return user
+
+
+def _contract(tenant: Tenant, plan: Plan, starts_on: date) -> None:
+    if tenant.contracts.filter(status=Contract.Status.ACTIVE).exists():
+        return
+    contract = Contract(tenant=tenant, plan=plan, starts_on=starts_on,
+                        status=Contract.Status.ACTIVE)
+    contract.full_clean()
+    contract.save()
+
+
+def _node(name: str, model: tuple[str, int], tenant: Tenant | None) -> None:
+    node, _created = Node.objects.get_or_create(name=name, defaults={"default_tenant": tenant})
+    for index in range(GPUS_PER_NODE):
+        Gpu.objects.get_or_create(
+            uuid=f"GPU-{uuid.uuid5(GPU_NAMESPACE, f'{name}/{index}')}",
+            defaults={"node": node, "index": index, "model": model[0],
+                      "memory_total_mib": model[1]},
+        )
+
+
+def _pool(node_names: list[str]) -> list[Gpu]:
+    return list(Gpu.objects.filter(node__name__in=node_names).order_by("node__name", "index"))
+
+
+def _story_samples(story: Story, start: datetime, end: datetime, zone: ZoneInfo):
+    pool = _pool([name for name, _model in story.nodes])
+    hour = start
+    while hour < end:
+        local = hour.astimezone(zone)
+        rng = random.Random(f"{story.slug}:{hour.isoformat()}")
+        bursting = is_bursting(story, local.date())
+        held = min(len(pool), gpus_held(story, local, rng, bursting))
+        # Rotate which GPUs are held by day, as a scheduler would spread jobs.
+        offset = local.toordinal() % len(pool)
+        for position in range(len(pool)):
+            gpu = pool[(position + offset) % len(pool)]
+            allocated = position < held
+            util = min(100.0, max(0.0, rng.gauss(story.util + (12 if bursting else 0), 8)))
+            yield _sample(gpu, hour, allocated, round(util, 1) if allocated else 0.0,
+                          {"namespace": story.slug} if allocated else None)
+        hour += HOUR
+
+
+def _sandbox_samples(start: datetime, end: datetime):
+    pool = _pool([SANDBOX_NODE[0]])
+    hour = start
+    while hour < end:
+        rng = random.Random(f"sandbox:{hour.isoformat()}")
+        held = rng.choice([0, 1, 1, 2])
+        for position, gpu in enumerate(pool):
+            allocated = position < held
+            util = round(rng.uniform(20, 60), 1) if allocated else 0.0
+            yield _sample(gpu, hour, allocated, util,
+                          {"namespace": "sandbox"} if allocated else None)
+        hour += HOUR
+
+
+COLUMNS = (
+    "gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction", "util_pct",
+    "mem_used_mib", "power_w", "temp_c", "owner",
+)
+
+
+def _sample(gpu: Gpu, hour: datetime, allocated: bool, util: float, owner) -> dict:
+    return {
+        "gpu_id": gpu.pk, "ts": hour.astimezone(UTC), "node_id": gpu.node_id,
+        "interval_s": 3600, "allocated": allocated, "fraction": 1.0, "util_pct": util,
+        "mem_used_mib": int(gpu.memory_total_mib * util / 110) if allocated else 0,
+        "power_w": round(80 + util * 6, 1), "temp_c": int(32 + util / 2), "owner": owner,
+    }
+
+
+def _attribution() -> Callable[[dict], int | None]:
+    """Attribute as ingestion does: the tenant's rules, then the node's default tenant."""
+    attributor = Attributor(
+        Rule(rule.tenant_id, rule.field, rule.value, rule.priority)
+        for rule in AttributionRule.objects.all()
+    )
+    nodes = {node.pk: node for node in Node.objects.all()}
+
+    def tenant_of(sample: dict) -> int | None:
+        node = nodes[sample["node_id"]]
+        return attributor.tenant_for(sample["owner"], node.name, node.default_tenant_id)
+
+    return tenant_of
+
+
+def _write(samples, attribute: Callable[[dict], int | None]) -> int:
+    """Insert, skipping (GPU, ts) already stored: the seed's idempotency. Returns rows offered."""
+    adapt = connection.ops.adapt_datetimefield_value
+    rows = []
+    for sample in samples:
+        sample["tenant_id"] = attribute(sample)
+        sample["ts"] = adapt(sample["ts"])
+        sample["owner"] = json.dumps(sample["owner"]) if sample["owner"] else None
+        rows.append(tuple(sample[column] for column in COLUMNS))
+    with transaction.atomic():
+        insert_rows(UsageSample, COLUMNS, rows, skip_existing=True)
+    return len(rows)

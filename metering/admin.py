@@ -1,0 +1,167 @@
+from django.contrib import admin, messages
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.cache import add_never_cache_headers
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour
+
+
+class HasTokenFilter(admin.SimpleListFilter):
+    title = _("token")
+    parameter_name = "token"
+
+    def lookups(self, request, model_admin):
+        return [("yes", _("issued")), ("no", _("none or revoked"))]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(token_hash__isnull=False)
+        if self.value() == "no":
+            return queryset.filter(token_hash__isnull=True)
+        return queryset
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    """Tokens are shown once, on the page that issued them, and stored only as a hash."""
+
+    list_display = [
+        "name", "default_tenant", "token_status", "gpu_count", "last_seen_at", "agent_version",
+    ]
+    list_filter = [HasTokenFilter, "default_tenant", "agent_version"]
+    search_fields = ["name", "agent_version", "default_tenant__slug"]
+    readonly_fields = [
+        "token_status", "token_issued_at", "last_seen_at", "agent_version", "created_at",
+    ]
+    actions = ["rotate_tokens", "revoke_tokens"]
+    change_form_template = "admin/metering/node/change_form.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(gpu_total=Count("gpus"))
+
+    @admin.display(description=_("GPUs"), ordering="gpu_total")
+    def gpu_count(self, node: Node) -> int:
+        return getattr(node, "gpu_total", 0)
+
+    @admin.display(description=_("token"))
+    def token_status(self, node: Node) -> str:
+        return f"{node.token_prefix}…" if node.has_token else _("none (revoked or never issued)")
+
+    def get_urls(self):
+        own = [
+            path(
+                "<int:node_id>/token/<str:action>/",
+                self.admin_site.admin_view(self.token_view),
+                name="metering_node_token",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def response_add(self, request, obj, post_url_continue=None):
+        return self._show_tokens(request, [(obj, obj.issue_token())])
+
+    @admin.action(description=_("Issue new tokens (the old ones stop working)"))
+    def rotate_tokens(self, request, queryset):
+        return self._show_tokens(request, [(node, node.issue_token()) for node in queryset])
+
+    @admin.action(description=_("Revoke tokens"))
+    def revoke_tokens(self, request, queryset):
+        for node in queryset:
+            node.revoke_token()
+        count = len(queryset)
+        self.message_user(
+            request,
+            ngettext("Revoked the token of %d node.", "Revoked the tokens of %d nodes.", count)
+            % count,
+            messages.SUCCESS,
+        )
+
+    def token_view(self, request: HttpRequest, node_id: int, action: str) -> HttpResponse:
+        node = get_object_or_404(Node, pk=node_id)
+        if action not in ("rotate", "revoke") or not self.has_change_permission(request, node):
+            return redirect("admin:metering_node_changelist")
+        if request.method == "GET":
+            context = {**self.admin_site.each_context(request), "node": node, "action": action,
+                       "opts": self.model._meta, "title": _("Confirm")}
+            return TemplateResponse(request, "admin/metering/node/token_confirm.html", context)
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["GET", "POST"])
+        if action == "rotate":
+            return self._show_tokens(request, [(node, node.issue_token())])
+        node.revoke_token()
+        self.message_user(request, _("The token of %s is revoked.") % node.name, messages.SUCCESS)
+        return redirect(reverse("admin:metering_node_change", args=[node.pk]))
+
+    def _show_tokens(self, request: HttpRequest, issued: list[tuple[Node, str]]) -> HttpResponse:
+        context = {
+            **self.admin_site.each_context(request),
+            "issued": issued,
+            "opts": self.model._meta,
+            "title": _("New node tokens"),
+            "server": request.build_absolute_uri("/").rstrip("/"),
+        }
+        response = TemplateResponse(request, "admin/metering/node/tokens.html", context)
+        add_never_cache_headers(response)
+        return response
+
+
+@admin.register(Gpu)
+class GpuAdmin(admin.ModelAdmin):
+    list_display = ["uuid", "node", "index", "model", "memory_total_mib", "last_seen_at"]
+    list_filter = ["model", "node"]
+    search_fields = ["uuid", "node__name", "model"]
+    list_select_related = ["node"]
+    readonly_fields = ["first_seen_at", "last_seen_at"]
+
+
+@admin.register(AttributionRule)
+class AttributionRuleAdmin(admin.ModelAdmin):
+    list_display = ["field", "value", "tenant", "priority"]
+    list_filter = ["field", "tenant"]
+    search_fields = ["value", "tenant__slug", "tenant__name"]
+    list_select_related = ["tenant"]
+
+
+class RollupAdmin(admin.ModelAdmin):
+    """Rollups are kept by ingestion and recounts; operators read them, never edit them."""
+
+    list_filter = ["tenant"]
+    date_hierarchy = "hour"
+    list_select_related = ["tenant"]
+    ordering = ["-hour"]
+
+    @admin.display(description=_("allocated GPU-h"), ordering="allocated_gpu_s")
+    def allocated(self, row) -> str:
+        return f"{row.allocated_gpu_hours:.4f}"
+
+    @admin.display(description=_("busy GPU-h"), ordering="busy_gpu_s")
+    def busy(self, row) -> str:
+        return f"{row.busy_gpu_hours:.4f}"
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(TenantHour)
+class TenantHourAdmin(RollupAdmin):
+    list_display = ["hour", "tenant", "allocated", "busy", "sample_count", "peak_gpus"]
+    search_fields = ["tenant__slug"]
+
+
+@admin.register(GpuHour)
+class GpuHourAdmin(RollupAdmin):
+    list_display = ["hour", "gpu", "tenant", "allocated", "busy", "sample_count"]
+    list_filter = ["tenant", "gpu__node"]
+    search_fields = ["gpu__uuid", "gpu__node__name", "tenant__slug"]
+    list_select_related = ["tenant", "gpu__node"]

@@ -1,0 +1,81 @@
+"""A read-only, filterable list of raw usage samples for operators (newest first)."""
+
+from datetime import datetime, time
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+from django.contrib import admin
+from django.contrib.auth.decorators import permission_required
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils.dateparse import parse_date
+from django.utils.translation import gettext as _
+
+from loans.models import Tenant
+from metering.models import Node, UsageSample
+
+PAGE_SIZE = 100
+
+
+def _day_start(raw: str, field: str, errors: list[str]) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        day = parse_date(raw)
+    except ValueError:
+        day = None
+    if day is None:
+        errors.append(_("%(field)s: %(value)s is not a date (YYYY-MM-DD).")
+                      % {"field": field, "value": raw})
+        return None
+    return datetime.combine(day, time(0), tzinfo=ZoneInfo(settings.TIME_ZONE))
+
+
+@permission_required("metering.view_usagesample", raise_exception=True)
+def sample_list(request: HttpRequest) -> HttpResponse:
+    params = request.GET
+    errors: list[str] = []
+    samples = UsageSample.objects.select_related("gpu", "node", "tenant").order_by("-ts", "gpu_id")
+    if params.get("node"):
+        samples = samples.filter(node__name=params["node"])
+    tenant = params.get("tenant", "")
+    if tenant == "-":
+        samples = samples.filter(tenant__isnull=True)
+    elif tenant:
+        samples = samples.filter(tenant__slug=tenant)
+    if params.get("q"):
+        samples = samples.filter(gpu__uuid__icontains=params["q"].strip())
+    since = _day_start(params.get("since", ""), _("since"), errors)
+    until = _day_start(params.get("until", ""), _("until"), errors)
+    if since:
+        samples = samples.filter(ts__gte=since)
+    if until:
+        samples = samples.filter(ts__lt=until)
+    try:
+        page = max(1, int(params.get("page", "1")))
+    except ValueError:
+        page = 1
+        errors.append(_("page must be a whole number."))
+    # No COUNT(*): the table holds every sample of the retention window. One row more than a
+    # page says whether a next page exists.
+    rows = list(samples[(page - 1) * PAGE_SIZE : page * PAGE_SIZE + 1])
+    query = params.copy()
+    query.pop("page", None)
+    context = {
+        **admin.site.each_context(request),
+        "title": _("Usage samples"),
+        "samples": rows[:PAGE_SIZE],
+        "page": page,
+        "has_next": len(rows) > PAGE_SIZE,
+        "query": query.urlencode(),
+        "params": params,
+        "errors": errors,
+        "nodes": Node.objects.values_list("name", flat=True),
+        "tenants": _tenant_choices(),
+        "opts": UsageSample._meta,
+    }
+    return TemplateResponse(request, "admin/metering/usagesample/list.html", context)
+
+
+def _tenant_choices() -> list[tuple[str, str]]:
+    return [("-", _("unattributed"))] + list(Tenant.objects.values_list("slug", "name"))

@@ -1,0 +1,31 @@
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from loans.models import Tenant
+from metering.services import node_create, validation_message
+
+
+class Command(BaseCommand):
+    help = "Register a GPU node and print its agent token (shown once, stored hashed)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("name", help="the node's name, as its agent reports it")
+        parser.add_argument("--tenant", metavar="SLUG", help="tenant that gets unclaimed usage")
+
+    def handle(self, *args, name: str, tenant: str | None, **options):
+        default_tenant = None
+        if tenant:
+            default_tenant = Tenant.objects.filter(slug=tenant).first()
+            if default_tenant is None:
+                known = ", ".join(Tenant.objects.values_list("slug", flat=True)) or "none yet"
+                raise CommandError(f"No tenant {tenant!r} (known: {known}).")
+        try:
+            node, token = node_create(name=name, default_tenant=default_tenant)
+        except ValidationError as error:
+            reason = validation_message(error)
+            raise CommandError(f"Cannot create node {name!r}: {reason}") from None
+        self.stderr.write(
+            f"Node {node.name} created. Its token follows; it is shown only now. Store it in a "
+            "file readable only by the agent and pass --token-file."
+        )
+        self.stdout.write(token)

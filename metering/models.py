@@ -1,0 +1,273 @@
+"""Nodes, GPUs, raw usage samples, hourly rollups and attribution rules.
+
+metering knows a tenant only as a foreign key. The sample table is lean on purpose (see
+shared PERFORMANCE notes): keyed by a small integer GPU id and the timestamp, no surrogate id and
+no foreign-key checks, because it takes every sample the fleet sends.
+"""
+
+import hashlib
+import hmac
+import secrets
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+TOKEN_PREFIX = "gpln_"
+
+node_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+    _("Use 1-63 letters, digits, dots, hyphens and underscores, starting with a letter or digit."),
+)
+
+
+def hash_token(token: str) -> str:
+    """Node tokens are 256-bit random strings, so one SHA-256 is as strong as a slow KDF here."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class NodeQuerySet(models.QuerySet):
+    def by_token(self, token: str) -> "Node | None":
+        """The node holding this token, or None (unknown or revoked)."""
+        if not token.startswith(TOKEN_PREFIX):
+            return None
+        digest = hash_token(token)
+        node = self.filter(token_hash=digest).first()
+        # The lookup is by hash, so timing reveals nothing about the secret; compare anyway, in
+        # constant time, so a collation quirk in the database can never let a near-miss through.
+        if node is None or not hmac.compare_digest(node.token_hash, digest):
+            return None
+        return node
+
+
+class Node(models.Model):
+    """A GPU server running the agent; authenticates with its own token."""
+
+    name = models.CharField(
+        _("name"), max_length=63, unique=True, validators=[node_name_validator]
+    )
+    default_tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="default_nodes", verbose_name=_("default tenant"),
+        help_text=_("Usage no attribution rule claims goes to this tenant."),
+    )
+    # NULL, not "", so that any number of nodes without a token pass the unique index.
+    token_hash = models.CharField(  # noqa: DJ001
+        max_length=64, unique=True, null=True, editable=False
+    )
+    token_prefix = models.CharField(_("token"), max_length=16, blank=True, editable=False)
+    token_issued_at = models.DateTimeField(_("token issued"), null=True, editable=False)
+    last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True, editable=False)
+    agent_version = models.CharField(_("agent version"), max_length=64, blank=True, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    objects = NodeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("node")
+        verbose_name_plural = _("nodes")
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_token(self) -> bool:
+        return self.token_hash is not None
+
+    def issue_token(self) -> str:
+        """Replace any token with a new one; returns it in clear, the only time it exists so."""
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        self.token_hash = hash_token(token)
+        self.token_prefix = token[: len(TOKEN_PREFIX) + 6]
+        self.token_issued_at = timezone.now()
+        self.save(update_fields=["token_hash", "token_prefix", "token_issued_at"])
+        return token
+
+    def revoke_token(self) -> None:
+        self.token_hash = None
+        self.token_prefix = ""
+        self.token_issued_at = None
+        self.save(update_fields=["token_hash", "token_prefix", "token_issued_at"])
+
+
+class Gpu(models.Model):
+    """A physical GPU or MIG instance, registered the first time a sample names it."""
+
+    id = models.AutoField(primary_key=True)
+    uuid = models.CharField(_("UUID"), max_length=96, unique=True)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="gpus")
+    index = models.PositiveSmallIntegerField(_("index"), null=True, blank=True)
+    model = models.CharField(_("model"), max_length=128, blank=True)
+    memory_total_mib = models.PositiveIntegerField(_("memory (MiB)"), null=True, blank=True)
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__name", "index", "uuid"]
+        verbose_name = _("GPU")
+        verbose_name_plural = _("GPUs")
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/{self.index if self.index is not None else '?'} {self.uuid}"
+
+
+class AttributionRule(models.Model):
+    """Claims usage for a tenant when a sample's owner (or node) has this value.
+
+    Rules are tried by priority (lower first), then by field in the order listed here.
+    """
+
+    class Field(models.TextChoices):
+        NAMESPACE = "namespace", _("namespace")
+        ACCOUNT = "account", _("account")
+        USER = "user", _("user")
+        JOB = "job", _("job")
+        NODE = "node", _("node")
+
+    tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.CASCADE, related_name="attribution_rules"
+    )
+    field = models.CharField(_("matches"), max_length=10, choices=Field.choices)
+    value = models.CharField(_("value"), max_length=253)
+    priority = models.PositiveSmallIntegerField(
+        _("priority"), default=100, help_text=_("Lower is tried first.")
+    )
+
+    class Meta:
+        ordering = ["priority", "field", "value"]
+        verbose_name = _("attribution rule")
+        verbose_name_plural = _("attribution rules")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["field", "value"],
+                name="attribution_value_claimed_once",
+                violation_error_message=_("Another rule already claims this value."),
+            ),
+            models.CheckConstraint(
+                condition=Q(field__in=["namespace", "account", "user", "job", "node"]),
+                name="attribution_field_known",
+            ),
+            models.CheckConstraint(condition=~Q(value=""), name="attribution_value_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.field}={self.value} -> {self.tenant.slug}"
+
+
+class UsageSample(models.Model):
+    """One GPU over one interval, as an agent reported it. Idempotency key: (GPU, ts)."""
+
+    pk = models.CompositePrimaryKey("gpu_id", "ts")
+    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False)
+    ts = models.DateTimeField()
+    node = models.ForeignKey(Node, on_delete=models.DO_NOTHING, db_constraint=False)
+    tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.DO_NOTHING, db_constraint=False, null=True
+    )
+    interval_s = models.PositiveSmallIntegerField()
+    allocated = models.BooleanField()
+    fraction = models.FloatField(default=1.0)
+    util_pct = models.FloatField(null=True)
+    mem_used_mib = models.PositiveIntegerField(null=True)
+    power_w = models.FloatField(null=True)
+    temp_c = models.SmallIntegerField(null=True)
+    owner = models.JSONField(null=True)
+
+    class Meta:
+        verbose_name = _("usage sample")
+        verbose_name_plural = _("usage samples")
+        indexes = [models.Index(fields=["ts"], name="sample_ts")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(interval_s__gte=1) & Q(interval_s__lte=3600),
+                name="sample_interval_in_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(fraction__gt=0) & Q(fraction__lte=1), name="sample_fraction_in_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(util_pct__isnull=True) | (Q(util_pct__gte=0) & Q(util_pct__lte=100)),
+                name="sample_util_is_a_percentage",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"GPU {self.gpu_id} at {self.ts:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def allocated_gpu_s(self) -> float:
+        return self.interval_s * self.fraction if self.allocated else 0.0
+
+    @property
+    def busy_gpu_s(self) -> float:
+        return self.allocated_gpu_s * (self.util_pct or 0.0) / 100
+
+
+class HourlyRollup(models.Model):
+    """Sums over one UTC hour. Seconds, not hours, so whole-GPU sums stay exact integers."""
+
+    hour = models.DateTimeField(_("hour"))
+    allocated_gpu_s = models.FloatField(default=0.0)
+    busy_gpu_s = models.FloatField(default=0.0)
+    sample_count = models.PositiveIntegerField(default=0)
+    peak_gpus = models.FloatField(
+        default=0.0, help_text=_("Most GPUs allocated at one instant in the hour.")
+    )
+
+    class Meta:
+        abstract = True
+
+    @property
+    def allocated_gpu_hours(self) -> float:
+        return self.allocated_gpu_s / 3600
+
+    @property
+    def busy_gpu_hours(self) -> float:
+        return self.busy_gpu_s / 3600
+
+
+# Unattributed usage has no tenant; COALESCE makes it one key (NULLs are otherwise all distinct).
+NO_TENANT = Value(0)
+
+
+class TenantHour(HourlyRollup):
+    """A tenant's usage in one hour; tenant None is the unattributed usage."""
+
+    tenant = models.ForeignKey("loans.Tenant", on_delete=models.PROTECT, null=True)
+
+    class Meta:
+        verbose_name = _("tenant hour")
+        verbose_name_plural = _("tenant hours")
+        constraints = [
+            models.UniqueConstraint(
+                "hour", Coalesce("tenant", NO_TENANT), name="tenant_hour_once"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "hour"], name="tenant_hour_by_tenant")]
+
+    def __str__(self) -> str:
+        return f"{self.tenant or _('unattributed')} {self.hour:%Y-%m-%d %H:00}"
+
+
+class GpuHour(HourlyRollup):
+    """One GPU's usage in one hour, per tenant that held it."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT)
+    tenant = models.ForeignKey("loans.Tenant", on_delete=models.PROTECT, null=True)
+
+    class Meta:
+        verbose_name = _("GPU hour")
+        verbose_name_plural = _("GPU hours")
+        constraints = [
+            models.UniqueConstraint(
+                "hour", "gpu", Coalesce("tenant", NO_TENANT), name="gpu_hour_once"
+            ),
+        ]
+        indexes = [models.Index(fields=["tenant", "hour"], name="gpu_hour_by_tenant")]
+
+    def __str__(self) -> str:
+        return f"GPU {self.gpu_id} {self.hour:%Y-%m-%d %H:00}"

@@ -1,0 +1,72 @@
+"""The actors of every test: a lead and a member of one tenant, the lead of another (the
+outsider), and an operator; plus a plan and an active contract."""
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from loans.models import Contract, Membership, Plan, Tenant
+
+PASSWORD = "a-long-test-password"
+
+
+def make_user(username: str, *, staff: bool = False):
+    return get_user_model().objects.create_user(
+        username=username, password=PASSWORD, is_staff=staff, is_superuser=staff
+    )
+
+
+@pytest.fixture
+def tenant(db) -> Tenant:
+    return Tenant.objects.create(slug="vision", name="Vision Lab")
+
+
+@pytest.fixture
+def other_tenant(db) -> Tenant:
+    return Tenant.objects.create(slug="speech", name="Speech")
+
+
+@pytest.fixture
+def lead(tenant):
+    user = make_user("lead")
+    Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.LEAD)
+    return user
+
+
+@pytest.fixture
+def member(tenant):
+    user = make_user("member")
+    Membership.objects.create(user=user, tenant=tenant, role=Membership.Role.MEMBER)
+    return user
+
+
+@pytest.fixture
+def outsider(other_tenant):
+    user = make_user("outsider")
+    Membership.objects.create(user=user, tenant=other_tenant, role=Membership.Role.LEAD)
+    return user
+
+
+@pytest.fixture
+def operator(db):
+    return make_user("operator", staff=True)
+
+
+@pytest.fixture
+def plan(db) -> Plan:
+    return Plan.objects.create(
+        name="H100 Guaranteed 8", gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=8,
+        max_quota_gpus=16, committed_gpu_hours=Decimal("1000"), committed_rate=Decimal("10.00"),
+        term_months=12, currency="CNY",
+    )
+
+
+@pytest.fixture
+def contract(tenant, plan) -> Contract:
+    contract = Contract(tenant=tenant, plan=plan, starts_on=date(2026, 11, 1),
+                        time_zone="Asia/Shanghai", status=Contract.Status.ACTIVE)
+    contract.full_clean()
+    contract.save()
+    return contract
