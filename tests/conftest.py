@@ -6,6 +6,7 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import translation
 
 from loans.models import Contract, Membership, Plan, Tenant
 
@@ -16,6 +17,13 @@ def make_user(username: str, *, staff: bool = False):
     return get_user_model().objects.create_user(
         username=username, password=PASSWORD, is_staff=staff, is_superuser=staff
     )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_language():
+    """A page viewed in Chinese leaves Chinese active in the thread; each test starts afresh."""
+    yield
+    translation.deactivate()
 
 
 @pytest.fixture

@@ -1,0 +1,81 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import IntegrityError, transaction
+
+from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
+from metering.usage import floor_hour, rebuild_rollups, recount, tenant_hourly, tenant_totals
+
+T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
+
+
+@pytest.fixture
+def gpus(tenant):
+    node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
+    return [Gpu.objects.create(uuid=f"GPU-{i}", node=node, index=i) for i in range(3)]
+
+
+def add(gpu, ts, tenant=None, *, allocated=True, fraction=1.0, util=50.0, interval=60):
+    UsageSample.objects.create(gpu=gpu, ts=ts, node=gpu.node, tenant=tenant,
+                               interval_s=interval, allocated=allocated, fraction=fraction,
+                               util_pct=util)
+
+
+def test_floor_hour_is_the_utc_hour_start():
+    shanghai = datetime(2026, 11, 29, 18, 59, 59, tzinfo=UTC).astimezone()
+    assert floor_hour(shanghai) == datetime(2026, 11, 29, 18, tzinfo=UTC)
+
+
+def test_recount_sums_seconds_busy_share_and_the_peak_at_one_instant():
+    rows = [
+        (1, T0, 7, 60, True, 1.0, 100.0),
+        (2, T0, 7, 60, True, 0.5, 50.0),
+        (1, T0 + timedelta(minutes=1), 7, 60, True, 1.0, 0.0),
+        (3, T0, 7, 60, False, 1.0, None),
+        (3, T0 + timedelta(minutes=1), None, 60, True, 1.0, 10.0),
+    ]
+    by_tenant, by_gpu = recount(rows)
+    sums = by_tenant[(7, T0)]
+    assert sums.allocated_gpu_s == 60 + 30 + 60
+    assert sums.busy_gpu_s == 60 + 15
+    assert sums.sample_count == 4
+    assert sums.peak_gpus == 1.5
+    assert by_tenant[(None, T0)].allocated_gpu_s == 60
+    assert by_gpu[(2, 7, T0)].peak_gpus == 0.5
+    assert by_gpu[(3, 7, T0)].allocated_gpu_s == 0
+
+
+def test_rebuilt_rollups_equal_the_raw_samples_and_replace_stale_ones(tenant, gpus):
+    for minute in range(120):
+        ts = T0 + timedelta(minutes=minute)
+        add(gpus[0], ts, tenant, util=80.0)
+        add(gpus[1], ts, tenant, fraction=1 / 7, util=30.0)
+        add(gpus[2], ts, None, allocated=minute % 2 == 0)
+    TenantHour.objects.create(tenant=tenant, hour=T0 - timedelta(hours=5), allocated_gpu_s=1)
+    counted = rebuild_rollups(T0 - timedelta(hours=6), T0 + timedelta(hours=2))
+    assert counted == 360
+    assert not TenantHour.objects.filter(hour__lt=T0).exists()
+    totals = tenant_totals(tenant.pk, T0, T0 + timedelta(hours=2))
+    assert totals.allocated_gpu_hours == pytest.approx(2 + 2 / 7, abs=1e-9)
+    assert totals.busy_gpu_hours == pytest.approx(2 * 0.8 + 2 / 7 * 0.3, abs=1e-9)
+    assert totals.sample_count == 240
+    assert tenant_totals(None, T0, T0 + timedelta(hours=2)).allocated_gpu_hours == 1.0
+    assert tenant_hourly(tenant.pk, T0, T0 + timedelta(hours=2)) == pytest.approx(
+        {T0: 1 + 1 / 7, T0 + timedelta(hours=1): 1 + 1 / 7}
+    )
+    assert TenantHour.objects.get(tenant=tenant, hour=T0).peak_gpus == pytest.approx(1 + 1 / 7)
+    assert GpuHour.objects.filter(hour=T0).count() == 3
+
+
+def test_rebuilding_twice_changes_nothing(tenant, gpus):
+    add(gpus[0], T0, tenant)
+    rebuild_rollups(T0, T0 + timedelta(hours=1))
+    first = list(TenantHour.objects.values_list("tenant", "hour", "allocated_gpu_s"))
+    rebuild_rollups(T0, T0 + timedelta(hours=1))
+    assert list(TenantHour.objects.values_list("tenant", "hour", "allocated_gpu_s")) == first
+
+
+def test_one_rollup_row_per_hour_for_unattributed_usage_too(db, gpus):
+    TenantHour.objects.create(tenant=None, hour=T0)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        TenantHour.objects.create(tenant=None, hour=T0)

@@ -1,0 +1,174 @@
+"""The operators' console, through the pages an operator uses."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from loans.models import Contract, Plan
+from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour, UsageSample
+from metering.usage import floor_hour, rebuild_rollups
+
+CHANGELISTS = [
+    "loans_tenant", "loans_membership", "loans_plan", "loans_contract", "loans_statement",
+    "metering_node", "metering_gpu", "metering_attributionrule", "metering_tenanthour",
+    "metering_gpuhour", "metering_usagesample", "auth_user",
+]
+
+
+@pytest.fixture
+def fleet(contract, other_tenant):
+    node = Node.objects.create(name="gpu-node-01", default_tenant=contract.tenant)
+    gpu = Gpu.objects.create(uuid="GPU-aaaa", node=node, index=0, model="NVIDIA H100 80GB HBM3")
+    AttributionRule.objects.create(tenant=other_tenant, field="namespace", value="speech")
+    now = floor_hour(timezone.now())
+    for hour in range(10):
+        UsageSample.objects.create(gpu=gpu, ts=now - timedelta(hours=hour), node=node,
+                                   tenant=contract.tenant, interval_s=3600, allocated=True,
+                                   util_pct=40.0)
+    rebuild_rollups(now - timedelta(hours=10), now + timedelta(hours=1))
+    return node
+
+
+@pytest.mark.parametrize("name", CHANGELISTS)
+def test_every_model_is_listed_with_search_and_filters(client, operator, fleet, name):
+    client.force_login(operator)
+    url = reverse(f"admin:{name}_changelist")
+    assert client.get(url).status_code == 200
+    assert client.get(url, {"q": "vision"}).status_code == 200
+
+
+def test_the_index_lists_the_usage_samples_beside_metering_models(client, operator):
+    client.force_login(operator)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert reverse("admin:metering_usagesample_changelist") in page
+    assert reverse("admin:metering_node_changelist") in page
+
+
+def test_filters_narrow_the_lists(client, operator, fleet):
+    client.force_login(operator)
+    page = client.get(reverse("admin:loans_contract_changelist"), {"status__exact": "draft"})
+    assert "0 contracts" in page.content.decode()
+    page = client.get(reverse("admin:metering_node_changelist"), {"token": "no"})
+    assert "gpu-node-01" in page.content.decode()
+    page = client.get(reverse("admin:metering_node_changelist"), {"token": "yes"})
+    assert "gpu-node-01" not in page.content.decode()
+
+
+def test_contracts_show_the_current_period_used_committed_and_cost(client, operator, fleet):
+    client.force_login(operator)
+    page = client.get(reverse("admin:loans_contract_changelist")).content.decode()
+    # 10 GPU-hours used of 1,000 committed; the commitment costs 10,000.00 CNY whatever is used.
+    assert "10.0 / 1,000 (1%)" in page
+    assert "10,000.00 CNY" in page
+
+
+def test_an_impossible_plan_entered_in_the_admin_gets_a_clear_message(client, operator):
+    client.force_login(operator)
+    response = client.post(reverse("admin:loans_plan_add"), {
+        "name": "Broken", "base_quota_gpus": 8, "max_quota_gpus": 4,
+        "committed_gpu_hours": "100", "committed_rate": "10", "overage_multiplier": "1.2",
+        "term_months": 12, "guarantee_pct": "100", "upfront_fee": "0", "currency": "CNY",
+    })
+    assert response.status_code == 200
+    assert "The max quota cannot be below the base quota." in response.content.decode()
+    assert not Plan.objects.filter(name="Broken").exists()
+
+
+def test_an_overlapping_contract_entered_in_the_admin_gets_a_clear_message(
+    client, operator, contract, plan
+):
+    client.force_login(operator)
+    response = client.post(reverse("admin:loans_contract_add"), {
+        "tenant": contract.tenant.pk, "plan": plan.pk, "starts_on": "2027-02-01",
+        "time_zone": "Asia/Shanghai", "status": "active",
+    })
+    assert response.status_code == 200
+    assert "already has an active contract" in response.content.decode()
+    assert Contract.objects.count() == 1
+
+
+def token_on(page: str) -> str:
+    return re.search(r'<code class="node-token">([^<]+)</code>', page).group(1)
+
+
+def test_a_node_added_in_the_admin_shows_its_token_once_and_stores_a_hash(client, operator):
+    client.force_login(operator)
+    response = client.post(reverse("admin:metering_node_add"), {"name": "gpu-node-09"})
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"]
+    token = token_on(response.content.decode())
+    node = Node.objects.get(name="gpu-node-09")
+    assert token not in (node.token_hash, node.token_prefix)
+    assert Node.objects.by_token(token) == node
+    change_page = client.get(reverse("admin:metering_node_change", args=[node.pk]))
+    assert token not in change_page.content.decode()
+
+
+def test_rotating_a_token_in_the_admin_retires_the_old_one(client, operator, fleet):
+    client.force_login(operator)
+    old = fleet.issue_token()
+    url = reverse("admin:metering_node_token", args=[fleet.pk, "rotate"])
+    assert "Issue a new token" in client.get(url).content.decode()
+    new = token_on(client.post(url).content.decode())
+    assert new != old
+    assert Node.objects.by_token(old) is None
+    assert Node.objects.by_token(new) == fleet
+
+
+def test_revoking_a_token_in_the_admin_locks_the_agent_out(client, operator, fleet):
+    client.force_login(operator)
+    token = fleet.issue_token()
+    response = client.post(reverse("admin:metering_node_token", args=[fleet.pk, "revoke"]))
+    assert response.status_code == 302
+    assert Node.objects.by_token(token) is None
+
+
+def test_the_rotate_and_revoke_actions_work_on_many_nodes(client, operator, fleet):
+    client.force_login(operator)
+    other = Node.objects.create(name="gpu-node-02")
+    url = reverse("admin:metering_node_changelist")
+    page = client.post(url, {"action": "rotate_tokens", "_selected_action": [fleet.pk, other.pk]})
+    tokens = re.findall(r'<code class="node-token">([^<]+)</code>', page.content.decode())
+    assert {Node.objects.by_token(t) for t in tokens} == {fleet, other}
+    client.post(url, {"action": "revoke_tokens", "_selected_action": [fleet.pk, other.pk]})
+    assert all(Node.objects.by_token(t) is None for t in tokens)
+
+
+def test_statements_and_rollups_cannot_be_edited_from_the_admin(client, operator, fleet):
+    client.force_login(operator)
+    assert client.get(reverse("admin:loans_statement_add")).status_code == 403
+    hour = TenantHour.objects.first()
+    assert client.post(reverse("admin:metering_tenanthour_change", args=[hour.pk]),
+                       {"allocated_gpu_s": 1}).status_code == 403
+    assert GpuHour.objects.exists()
+
+
+def test_the_sample_list_filters_and_answers_bad_input_with_a_message(client, operator, fleet):
+    client.force_login(operator)
+    url = reverse("admin:metering_usagesample_changelist")
+    page = client.get(url, {"node": "gpu-node-01", "tenant": "vision", "q": "aaaa"})
+    assert page.content.decode().count("<td>gpu-node-01</td>") == 10
+    assert "GPU-aaaa" not in client.get(url, {"tenant": "-"}).content.decode()
+    bad = client.get(url, {"since": "yesterday", "page": "x"})
+    assert bad.status_code == 200
+    assert "yesterday is not a date" in bad.content.decode()
+    assert "page must be a whole number" in bad.content.decode()
+
+
+@pytest.mark.parametrize("actor", ["lead", "member", "outsider"])
+def test_tenant_users_are_not_let_into_the_admin(client, request, actor):
+    client.force_login(request.getfixturevalue(actor))
+    for name in ("admin:index", "admin:metering_usagesample_changelist"):
+        response = client.get(reverse(name))
+        assert response.status_code == 302
+        assert "/admin/login/" in response["Location"]
+
+
+def test_the_admin_speaks_simplified_chinese(client, operator):
+    client.force_login(operator)
+    page = client.get("/zh-hans/admin/").content.decode()
+    assert "<title>运维 | gpuloans</title>" in page
+    assert "用量样本" in page and "计量" in page

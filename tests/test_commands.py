@@ -1,0 +1,113 @@
+"""Management commands, run the way an operator runs them."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.utils import timezone
+
+from loans.demo import OPERATOR, STORIES
+from loans.models import Contract, Membership, Plan, Tenant
+from loans.summary import current_summary
+from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
+from metering.usage import floor_hour, tenant_totals
+
+
+def run(*args) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command(*args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_create_node_prints_a_token_that_authenticates_the_node(tenant):
+    out, err = run("create_node", "gpu-node-01", "--tenant", "vision")
+    token = out.strip()
+    node = Node.objects.get(name="gpu-node-01")
+    assert Node.objects.by_token(token) == node
+    assert node.default_tenant == tenant
+    assert token not in (node.token_hash or "")
+    assert "shown only now" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["bad name!"], "Use 1-63 letters"),
+    (["gpu-node-01", "--tenant", "nobody"], "No tenant 'nobody' (known: vision)"),
+    (["x" * 64], "Use 1-63 letters"),
+])
+def test_create_node_refuses_bad_input_with_a_clear_message(tenant, args, message):
+    with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run("create_node", *args)
+    assert not Node.objects.exists()
+
+
+def test_create_node_refuses_a_name_already_taken(db):
+    run("create_node", "gpu-node-01")
+    with pytest.raises(CommandError, match="already exists"):
+        run("create_node", "gpu-node-01")
+
+
+def test_seed_demo_tells_the_four_stories_and_prints_the_logins(db):
+    out, _ = run("seed_demo", "--days", "25")
+    assert OPERATOR[0] in out and "vision-lead" in out
+    assert Tenant.objects.count() == 4
+    assert Membership.objects.filter(role="lead").count() == 4
+    assert Contract.objects.filter(status="active").count() == 4
+    assert Plan.objects.count() >= 4
+    now = timezone.now()
+    summaries = {
+        c.tenant.slug: current_summary(c, now) for c in Contract.objects.select_related("tenant")
+    }
+    # The contracts started 110 days ago: 25 days of history cover the current period so far.
+
+    def pace(slug):  # usage per committed hour elapsed in the period
+        s = summaries[slug]
+        elapsed = (now - s.period.start) / (s.period.end - s.period.start)
+        return float(s.used_gpu_hours) / (float(s.committed_gpu_hours) * elapsed)
+
+    assert pace("vision") > 1.0  # heading for overage
+    assert pace("nlp") < 0.6  # wasting its commitment
+    speech = summaries["speech"]
+    assert float(speech.busy_gpu_hours) < 0.1 * float(speech.used_gpu_hours)  # idle GPUs held
+    unattributed = tenant_totals(None, now - timedelta(days=25), now)
+    assert unattributed.allocated_gpu_hours > 0
+
+
+def test_seed_demo_run_twice_changes_nothing_and_rollups_equal_a_recount(db):
+    run("seed_demo", "--days", "7")
+    counts = (UsageSample.objects.count(), TenantHour.objects.count(), GpuHour.objects.count(),
+              Gpu.objects.count())
+    totals = set(TenantHour.objects.values_list("tenant_id", "hour", "allocated_gpu_s"))
+    run("seed_demo", "--days", "7")
+    assert (UsageSample.objects.count(), TenantHour.objects.count(), GpuHour.objects.count(),
+            Gpu.objects.count()) == counts
+    assert set(TenantHour.objects.values_list("tenant_id", "hour", "allocated_gpu_s")) == totals
+    gpus = sum(len(story.nodes) for story in STORIES) * 8 + 8
+    assert counts[0] == gpus * 7 * 24
+    allocated = sum(s.interval_s for s in UsageSample.objects.filter(allocated=True))
+    assert sum(h.allocated_gpu_s for h in TenantHour.objects.all()) == allocated
+
+
+def test_seed_demo_refuses_a_silly_history(db):
+    with pytest.raises(CommandError, match="--days must be between 1 and 400"):
+        run("seed_demo", "--days", "0")
+
+
+def test_recount_rollups_rebuilds_a_range_and_reports_progress(db):
+    run("seed_demo", "--days", "2")
+    TenantHour.objects.all().delete()
+    GpuHour.objects.all().delete()
+    since = (floor_hour(timezone.now()) - timedelta(days=3)).isoformat()
+    out, _ = run("recount_rollups", "--since", since)
+    assert "Recounted" in out
+    assert TenantHour.objects.exists() and GpuHour.objects.exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--since", "yesterday"], "is not a date-time"),
+    (["--since", "2026-11-02T00:00", "--until", "2026-11-01T00:00"], "must be after"),
+])
+def test_recount_rollups_refuses_bad_bounds(db, args, message):
+    with pytest.raises(CommandError, match=message):
+        run("recount_rollups", *args)

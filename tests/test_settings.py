@@ -1,0 +1,67 @@
+"""Settings come from the environment and refuse bad values loudly, before anything starts."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCTION = {
+    "DEBUG": "0",
+    "SECRET_KEY": "a-production-secret-key-that-is-long-and-random-0123456789-abcdefghij",
+    "ALLOWED_HOSTS": "gpuloans.example.com",
+    "DATABASE_URL": "sqlite:///:memory:",
+}
+
+
+def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "TIME_ZONE", "CELERY_BROKER_URL")}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
+        capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"DEBUG": "0"}, "SECRET_KEY must be set when DEBUG is off."),
+    ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
+    ({"DATABASE_URL": "mysql://db/gpuloans"}, "gpuloans supports sqlite:/// and postgres://"),
+    ({"DATABASE_URL": "nonsense"}, "DATABASE_URL is not usable"),
+    ({"TIME_ZONE": "Mars/Olympus"}, "TIME_ZONE='Mars/Olympus' is not an IANA time zone."),
+    ({"CELERY_BROKER_URL": "carrier-pigeon://loft"}, "CELERY_BROKER_URL='carrier-pigeon://loft'"),
+    ({"RAW_RETENTION_DAYS": "0"}, "RAW_RETENTION_DAYS=0 is below the minimum of 1."),
+    ({"LATE_DATA_GRACE_HOURS": "two"}, "LATE_DATA_GRACE_HOURS='two' is not an integer."),
+    ({"DEFAULT_CURRENCY": "RMB1"}, "DEFAULT_CURRENCY='RMB1' is not an ISO 4217 code."),
+    ({**PRODUCTION, "ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS must be set when DEBUG is off"),
+])
+def test_a_bad_setting_stops_start_up_with_a_message_naming_it(env, message):
+    result = manage("check", **env)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert "ImproperlyConfigured" in result.stderr
+
+
+def test_the_defaults_need_no_server_and_pass_the_checks(tmp_path):
+    result = manage("check", GPULOANS_VAR_DIR=str(tmp_path), DATABASE_URL="")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "celery-broker" / "queue").is_dir()
+
+
+def test_deploy_checks_leave_only_what_the_reverse_proxy_supplies():
+    result = manage("check", "--deploy", "--fail-level", "ERROR", **PRODUCTION)
+    assert result.returncode == 0, result.stderr
+    warnings = sorted(re.findall(r"^\?: \((security\.\w+)\)", result.stderr, re.MULTILINE))
+    # HSTS and the HTTP->HTTPS redirect are the proxy's job (README, "Production").
+    assert warnings == ["security.W004", "security.W008"], result.stderr
+    assert "2 issues" in result.stderr
+
+
+def test_production_cookies_are_secure_and_the_proxy_is_trusted_for_https():
+    code = ("from django.conf import settings as s; "
+            "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER)")
+    result = manage("shell", "--no-imports", "-c", code, **PRODUCTION)
+    assert result.stdout.split()[-4:] == ["True", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
