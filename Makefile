@@ -7,7 +7,9 @@ BIN := $(VENV)/bin
 # The suite runs on PostgreSQL (the production database) and again on SQLite (the embedded one).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
-.PHONY: demo test install install-dev lint
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: demo test install install-dev lint browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +27,10 @@ demo: install
 lint: install-dev
 	$(BIN)/ruff check .
 
-test: lint
+# Browser tests drive Debian's chromium; Playwright's own browser download cannot work offline.
+browser:
+	@test -x $(CHROMIUM) || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: lint browser
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
 	DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -m "not postgresql"

@@ -11,5 +11,5 @@ urlpatterns = [
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
     path("admin/", admin.site.urls),
-    prefix_default_language=False,
+    prefix_default_language=True,
 )

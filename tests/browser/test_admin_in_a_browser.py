@@ -1,0 +1,51 @@
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from metering.models import Node
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.browser
+
+
+def log_in(page, base: str, username: str) -> None:
+    page.goto(f"{base}/admin/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+
+
+def test_an_operator_sees_contract_figures_and_issues_a_token_once(live_server, page, operator,
+                                                                      contract):
+    log_in(page, live_server.url, "operator")
+    expect(page.locator("#site-name")).to_have_text("gpuloans")
+    page.goto(f"{live_server.url}/admin/loans/contract/")
+    expect(page.locator("td.field-used_of_committed")).to_have_text("0.0 / 1,000 (0%)")
+    expect(page.locator("td.field-cost_so_far")).to_have_text("10,000.00 CNY")
+
+    page.goto(f"{live_server.url}/admin/metering/node/add/")
+    page.fill("#id_name", "gpu-node-42")
+    page.click("input[name=_save]")
+    token = page.locator("code.node-token").inner_text()
+    assert Node.objects.by_token(token) == Node.objects.get(name="gpu-node-42")
+    page.goto(f"{live_server.url}/admin/metering/node/")
+    expect(page.get_by_text(token)).to_have_count(0)
+
+
+def test_the_language_switch_turns_the_console_chinese_and_back(live_server, page, operator):
+    log_in(page, live_server.url, "operator")
+    page.select_option("#language-switch", "zh-hans")
+    page.click(".language-switch button")
+    expect(page).to_have_url(re.compile(r"/zh-hans/admin/$"))
+    expect(page).to_have_title("运维 | gpuloans")
+    expect(page.get_by_role("link", name="用量样本")).to_be_visible()
+    page.select_option("#language-switch", "en")
+    page.click(".language-switch button")
+    expect(page).to_have_title("Operations | gpuloans")
+
+
+def test_a_team_lead_is_kept_out_of_the_console(live_server, page, lead):
+    log_in(page, live_server.url, "lead")
+    expect(page.locator(".errornote")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"/admin/login/"))
