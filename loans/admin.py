@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from django.contrib import admin
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -81,9 +83,9 @@ class ContractAdmin(admin.ModelAdmin):
         if summary is None:
             return "-"
         zone = contract.zone
-        start = summary.period.start.astimezone(zone).date()
-        end = summary.period.end.astimezone(zone).date()
-        return f"{summary.period.index + 1}: {start} - {end}"
+        first = summary.period.start.astimezone(zone).date()
+        last = (summary.period.end - timedelta(seconds=1)).astimezone(zone).date()
+        return f"{summary.period.index + 1}: {first} – {last}"
 
     @admin.display(description=_("used / committed GPU-h"))
     def used_of_committed(self, contract: Contract) -> str:
