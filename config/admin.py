@@ -47,5 +47,18 @@ class GpuLoansAdminSite(admin.AdminSite):
         return apps
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """For records that jobs write and nobody edits: statements, rollups."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class GpuLoansAdminConfig(AdminConfig):
     default_site = "config.admin.GpuLoansAdminSite"

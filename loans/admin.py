@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from config.admin import ReadOnlyAdmin
 from loans.models import Contract, Membership, Plan, Statement, Tenant
 from loans.summary import current_summary
 from metering.models import AttributionRule
@@ -105,7 +106,7 @@ class ContractAdmin(admin.ModelAdmin):
 
 
 @admin.register(Statement)
-class StatementAdmin(admin.ModelAdmin):
+class StatementAdmin(ReadOnlyAdmin):
     """Statements are written by the period-close job and never edited."""
 
     list_display = [
@@ -116,12 +117,3 @@ class StatementAdmin(admin.ModelAdmin):
     search_fields = ["contract__tenant__slug", "contract__plan__name"]
     list_select_related = ["contract__tenant", "contract__plan"]
     date_hierarchy = "period_start"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

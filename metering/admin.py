@@ -8,6 +8,7 @@ from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
+from config.admin import ReadOnlyAdmin
 from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour
 
 
@@ -127,7 +128,7 @@ class AttributionRuleAdmin(admin.ModelAdmin):
     list_select_related = ["tenant"]
 
 
-class RollupAdmin(admin.ModelAdmin):
+class RollupAdmin(ReadOnlyAdmin):
     """Rollups are kept by ingestion and recounts; operators read them, never edit them."""
 
     list_filter = ["tenant"]
@@ -142,15 +143,6 @@ class RollupAdmin(admin.ModelAdmin):
     @admin.display(description=_("busy GPU-h"), ordering="busy_gpu_s")
     def busy(self, row) -> str:
         return f"{row.busy_gpu_hours:.4f}"
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(TenantHour)
