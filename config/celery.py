@@ -6,10 +6,14 @@ The beat schedule lives here, in one place, as the jobs arrive.
 import os
 
 from celery import Celery
+from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("gpuloans")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-app.conf.beat_schedule = {}
+app.conf.beat_schedule = {
+    "purge-old-samples": {"task": "metering.tasks.purge_old_samples",
+                          "schedule": crontab(minute=17, hour=3)},
+}

@@ -230,6 +230,19 @@ if len(DEFAULT_CURRENCY) != 3 or not DEFAULT_CURRENCY.isalpha():
     raise ImproperlyConfigured(f"DEFAULT_CURRENCY={DEFAULT_CURRENCY!r} is not an ISO 4217 code.")
 LATE_DATA_GRACE_HOURS = env_int("LATE_DATA_GRACE_HOURS", 2)
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)
+INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
+INGEST_MAX_SAMPLES = env_int("INGEST_MAX_SAMPLES", 5000, minimum=1)
+INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per node; 0: no limit
+
+# Throttle counters: per process by default; point CACHE_URL at Redis to share them.
+CACHE_URL = env_str("CACHE_URL")
+if CACHE_URL and urlsplit(CACHE_URL).scheme not in ("redis", "rediss"):
+    raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r}: use redis://host:6379/2 or nothing.")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    if CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 LOGIN_URL = "admin:login"
 

@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from loans.models import Contract, Membership, Plan, Tenant
+from metering import partitions
 from metering.attribution import Attributor, Rule
 from metering.models import AttributionRule, Gpu, Node, UsageSample
 from metering.usage import floor_hour, insert_rows, rebuild_rollups
@@ -251,12 +252,14 @@ def _attribution() -> Callable[[dict], int | None]:
 def _write(samples, attribute: Callable[[dict], int | None]) -> int:
     """Insert, skipping (GPU, ts) already stored: the seed's idempotency. Returns rows offered."""
     adapt = connection.ops.adapt_datetimefield_value
-    rows = []
+    rows, days = [], set()
     for sample in samples:
         sample["tenant_id"] = attribute(sample)
+        days.add(sample["ts"].date())
         sample["ts"] = adapt(sample["ts"])
         sample["owner"] = json.dumps(sample["owner"]) if sample["owner"] else None
         rows.append(tuple(sample[column] for column in COLUMNS))
+    partitions.ensure_partitions(days)
     with transaction.atomic():
         insert_rows(UsageSample, COLUMNS, rows, skip_existing=True)
     return len(rows)

@@ -62,6 +62,13 @@ class Node(models.Model):
     token_issued_at = models.DateTimeField(_("token issued"), null=True, editable=False)
     last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True, editable=False)
     agent_version = models.CharField(_("agent version"), max_length=64, blank=True, editable=False)
+    dropped_samples = models.PositiveBigIntegerField(
+        _("samples dropped by the agent"), default=0, editable=False,
+        help_text=_("Reported by the agent when its spool overflowed: usage that never arrived."),
+    )
+    # The agent reports a running total since it started; keeping the last one makes a resent
+    # batch add nothing and an agent restart (total back near 0) start a new run.
+    dropped_samples_reported = models.PositiveBigIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     objects = NodeQuerySet.as_manager()
@@ -161,12 +168,18 @@ class AttributionRule(models.Model):
 class UsageSample(models.Model):
     """One GPU over one interval, as an agent reported it. Idempotency key: (GPU, ts)."""
 
+    # Every index costs COPY speed: the key (gpu_id, ts) and an index on ts are all reads need.
     pk = models.CompositePrimaryKey("gpu_id", "ts")
-    gpu = models.ForeignKey(Gpu, on_delete=models.DO_NOTHING, db_constraint=False)
+    gpu = models.ForeignKey(
+        Gpu, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False
+    )
     ts = models.DateTimeField()
-    node = models.ForeignKey(Node, on_delete=models.DO_NOTHING, db_constraint=False)
+    node = models.ForeignKey(
+        Node, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False
+    )
     tenant = models.ForeignKey(
-        "loans.Tenant", on_delete=models.DO_NOTHING, db_constraint=False, null=True
+        "loans.Tenant", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+        db_index=False,
     )
     interval_s = models.PositiveSmallIntegerField()
     allocated = models.BooleanField()
@@ -237,7 +250,9 @@ NO_TENANT = Value(0)
 class TenantHour(HourlyRollup):
     """A tenant's usage in one hour; tenant None is the unattributed usage."""
 
-    tenant = models.ForeignKey("loans.Tenant", on_delete=models.PROTECT, null=True)
+    tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.PROTECT, null=True, db_index=False
+    )
 
     class Meta:
         verbose_name = _("tenant hour")
@@ -257,7 +272,9 @@ class GpuHour(HourlyRollup):
     """One GPU's usage in one hour, per tenant that held it."""
 
     gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT)
-    tenant = models.ForeignKey("loans.Tenant", on_delete=models.PROTECT, null=True)
+    tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.PROTECT, null=True, db_index=False
+    )
 
     class Meta:
         verbose_name = _("GPU hour")
@@ -271,3 +288,30 @@ class GpuHour(HourlyRollup):
 
     def __str__(self) -> str:
         return f"GPU {self.gpu_id} {self.hour:%Y-%m-%d %H:00}"
+
+
+class TenantInstant(models.Model):
+    """GPUs a tenant held at one sample timestamp: the running sum behind an hour's peak.
+
+    Kept as its own row so that concurrent batches add to it under a row lock and each sees the
+    full total (rollup peaks stay exact); raw-retention applies to it like to samples.
+    """
+
+    tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+        db_index=False,
+    )
+    ts = models.DateTimeField()
+    gpus = models.FloatField(default=0.0)
+
+    class Meta:
+        verbose_name = _("tenant instant")
+        verbose_name_plural = _("tenant instants")
+        constraints = [
+            models.UniqueConstraint(
+                "ts", Coalesce("tenant", NO_TENANT), name="tenant_instant_once"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tenant_id} {self.ts:%Y-%m-%d %H:%M:%S} {self.gpus}"

@@ -1,7 +1,9 @@
 from datetime import datetime
 
 from celery import shared_task
+from django.utils import timezone
 
+from metering.retention import purge_raw_samples
 from metering.usage import rebuild_rollups
 
 
@@ -9,3 +11,10 @@ from metering.usage import rebuild_rollups
 def recount_rollups(start: str, end: str) -> int:
     """Rebuild the hourly rollups of [start, end) from raw samples (ISO 8601 bounds)."""
     return rebuild_rollups(datetime.fromisoformat(start), datetime.fromisoformat(end))
+
+
+@shared_task(autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
+def purge_old_samples() -> str:
+    """Drop raw samples past the retention window (daily, from beat)."""
+    purged = purge_raw_samples(timezone.now())
+    return f"cutoff {purged.cutoff:%Y-%m-%d %H:%M}, {purged.partitions_dropped} partitions"

@@ -6,9 +6,12 @@ from decimal import Decimal
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.utils import translation
 
 from loans.models import Contract, Membership, Plan, Tenant
+from metering import partitions
+from metering.ingest import forget_gpus
 
 PASSWORD = "a-long-test-password"
 
@@ -20,10 +23,14 @@ def make_user(username: str, *, staff: bool = False):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_language():
-    """A page viewed in Chinese leaves Chinese active in the thread; each test starts afresh."""
+def _fresh_process_state():
+    """Each test starts as a fresh process would: English, no cached GPUs, partitions or
+    throttle counters (the database under them is rolled back between tests)."""
     yield
     translation.deactivate()
+    forget_gpus()
+    partitions.forget()
+    cache.clear()
 
 
 @pytest.fixture

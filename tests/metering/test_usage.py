@@ -1,9 +1,11 @@
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
+from metering.partitions import ensure_partitions, partition_name
+from metering.retention import purge_raw_samples
 from metering.usage import floor_hour, rebuild_rollups, recount, tenant_hourly, tenant_totals
 
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
@@ -79,3 +81,44 @@ def test_one_rollup_row_per_hour_for_unattributed_usage_too(db, gpus):
     TenantHour.objects.create(tenant=None, hour=T0)
     with pytest.raises(IntegrityError), transaction.atomic():
         TenantHour.objects.create(tenant=None, hour=T0)
+
+
+def test_retention_forgets_raw_samples_but_keeps_rollups(tenant, gpus, settings):
+    settings.RAW_RETENTION_DAYS = 2
+    now = T0 + timedelta(days=3)
+    add(gpus[0], T0, tenant)  # three days old: past retention
+    add(gpus[0], now - timedelta(hours=1), tenant)
+    rebuild_rollups(T0, now)
+    purged = purge_raw_samples(now)
+    assert purged.cutoff == now - timedelta(days=2)
+    assert list(UsageSample.objects.values_list("ts", flat=True)) == [now - timedelta(hours=1)]
+    assert TenantHour.objects.filter(hour=T0).exists()
+    assert purge_raw_samples(now).rows_deleted == 0
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_retention_drops_whole_daily_partitions(tenant, gpus, settings):
+    settings.RAW_RETENTION_DAYS = 2
+    now = T0 + timedelta(days=3)
+    days = {(T0 + timedelta(days=k)).date() for k in range(4)}
+    ensure_partitions(days)
+    for k in range(4):
+        add(gpus[0], T0 + timedelta(days=k), tenant)
+    purged = purge_raw_samples(now)
+    assert purged.partitions_dropped == 1  # T0's day ended more than two days before now
+    assert UsageSample.objects.count() == 3
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [partition_name(T0.date())])
+        assert cursor.fetchone()[0] is None
+
+
+@pytest.mark.postgresql
+def test_a_day_whose_samples_wait_in_the_default_partition_gets_its_own(tenant, gpus):
+    add(gpus[0], T0, tenant)  # no partition for T0's day yet: kept in the default one
+    ensure_partitions({T0.date()})
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {partition_name(T0.date())}")
+        assert cursor.fetchone()[0] == 1
+        cursor.execute("SELECT count(*) FROM metering_usagesample_default")
+        assert cursor.fetchone()[0] == 0
+    assert UsageSample.objects.count() == 1

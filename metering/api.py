@@ -1,0 +1,90 @@
+"""POST /api/v1/samples: agent protocol v1. A plain Django view, not DRF: this is the hot path.
+
+Every refusal is a JSON object {"error": "..."} with the status DESIGN.md names.
+"""
+
+import time
+
+import orjson
+from django.conf import settings
+from django.core.cache import cache
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from metering import protocol
+from metering.ingest import ingest
+from metering.models import Node
+
+
+def _answer(status: int, payload: dict, **headers: str) -> HttpResponse:
+    response = HttpResponse(orjson.dumps(payload), status=status, content_type="application/json")
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _refuse(status: int, message: str, **headers: str) -> HttpResponse:
+    return _answer(status, {"error": message}, **headers)
+
+
+def _throttled(node: Node) -> int:
+    """Seconds to wait when this node is over its rate, else 0 (a fixed one-minute window)."""
+    limit = settings.INGEST_REQUESTS_PER_MINUTE
+    if not limit:
+        return 0
+    window = int(time.time() // 60)
+    key = f"ingest-rate:{node.pk}:{window}"
+    cache.add(key, 0, timeout=120)
+    if cache.incr(key) > limit:
+        return 60 - int(time.time() % 60)
+    return 0
+
+
+def _token(request: HttpRequest) -> str | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+@csrf_exempt
+def samples(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return _refuse(405, "use POST", Allow="POST")
+    token = _token(request)
+    if token is None:
+        return _refuse(401, "send the node token as 'Authorization: Bearer <token>'",
+                       WWW_Authenticate="Bearer")
+    limit = settings.INGEST_MAX_BODY_BYTES
+    too_big = f"body over {limit} bytes; send smaller batches"
+    declared = request.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return _refuse(413, too_big)
+    try:
+        node = Node.objects.by_token(token)
+        if node is None:
+            return _refuse(401, "unknown or revoked node token", WWW_Authenticate="Bearer")
+        wait = _throttled(node)
+        if wait:
+            return _refuse(429, "too many requests from this node", Retry_After=str(wait))
+        body = request.read(limit + 1)
+        if len(body) > limit:
+            return _refuse(413, too_big)
+        envelope = protocol.parse(body)
+        if envelope.node != node.name:
+            return _refuse(
+                403, f"this token belongs to node {node.name!r}, not {envelope.node[:63]!r}"
+            )
+        if len(envelope.samples) > settings.INGEST_MAX_SAMPLES:
+            return _refuse(413, f"batch of {len(envelope.samples)} samples is over the limit of "
+                                f"{settings.INGEST_MAX_SAMPLES}")
+        result = ingest(node, envelope, now=timezone.now())
+    except protocol.ProtocolError as error:
+        return _refuse(error.status, error.message)
+    except (OperationalError, InterfaceError):
+        return _refuse(503, "database unavailable; keep the batch and retry", Retry_After="5")
+    except DatabaseError as error:
+        if "could not serialize" in str(error) or "deadlock" in str(error):
+            return _refuse(503, "busy; retry", Retry_After="1")
+        raise
+    return _answer(202, result.as_dict())

@@ -1,0 +1,16 @@
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from metering.retention import purge_raw_samples
+
+
+class Command(BaseCommand):
+    help = "Forget raw samples older than RAW_RETENTION_DAYS (rollups are kept forever)."
+
+    def handle(self, *args, **options):
+        purged = purge_raw_samples(timezone.now())
+        self.stdout.write(
+            f"Raw samples before {purged.cutoff:%Y-%m-%d %H:%M %Z} forgotten: "
+            f"{purged.partitions_dropped} daily partitions dropped, "
+            f"{purged.rows_deleted} rows deleted."
+        )

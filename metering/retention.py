@@ -1,0 +1,30 @@
+"""Raw samples are kept for RAW_RETENTION_DAYS; hourly rollups forever."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+
+from metering import partitions
+from metering.models import TenantInstant, UsageSample
+
+
+@dataclass(frozen=True)
+class Purged:
+    cutoff: datetime
+    partitions_dropped: int
+    rows_deleted: int
+
+
+def purge_raw_samples(now: datetime) -> Purged:
+    """Forget raw samples older than the retention window: whole daily partitions on
+    PostgreSQL, rows on SQLite. Running it twice is harmless."""
+    cutoff = now - timedelta(days=settings.RAW_RETENTION_DAYS)
+    with transaction.atomic():
+        dropped = partitions.drop_before(cutoff)
+        deleted = 0
+        if not partitions.is_partitioned():
+            deleted, _ = UsageSample.objects.filter(ts__lt=cutoff).delete()
+        TenantInstant.objects.filter(ts__lt=cutoff).delete()
+    return Purged(cutoff, dropped, deleted)

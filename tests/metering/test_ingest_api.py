@@ -1,0 +1,323 @@
+"""POST /api/v1/samples, spoken the way an agent speaks it (agent protocol v1)."""
+
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test import Client, override_settings
+from django.utils import timezone
+
+from metering.models import AttributionRule, Gpu, Node, TenantHour, UsageSample
+from tests.helpers import assert_rollups_equal_a_recount
+
+URL = "/api/v1/samples"
+
+
+def minute(k: int = 0) -> datetime:
+    base = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    return base + timedelta(minutes=k)
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def sample(gpu: int = 0, k: int = 0, **fields) -> dict:
+    return {"gpu_uuid": f"GPU-{gpu:04d}", "gpu_index": gpu, "model": "NVIDIA H100 80GB HBM3",
+            "mem_total_mib": 81559, "ts": iso(minute(k)), "interval_s": 60, "allocated": True,
+            "fraction": 1.0, "util_pct": 50.0, "mem_used_mib": 1000, "power_w": 300.5,
+            "temp_c": 55, "owner": {"namespace": "vision", "pod": "train-0"}, **fields}
+
+
+def post(client: Client, token: str, samples: list, node: str = "gpu-node-01", **envelope):
+    body = {"node": node, "agent_version": "0.1.0", "samples": samples, **envelope}
+    return client.post(URL, json.dumps(body), content_type="application/json",
+                       HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+@pytest.fixture
+def node(tenant):
+    AttributionRule.objects.create(tenant=tenant, field="namespace", value="vision")
+    return Node.objects.create(name="gpu-node-01")
+
+
+@pytest.fixture
+def token(node) -> str:
+    return node.issue_token()
+
+
+def test_a_batch_is_stored_counted_and_rolled_up(client, token, tenant):
+    response = post(client, token, [sample(g, k) for g in range(4) for k in range(30)])
+    assert response.status_code == 202
+    assert response.json() == {"accepted": 120, "duplicates": 0, "rejected": []}
+    assert UsageSample.objects.filter(tenant=tenant).count() == 120
+    hours = TenantHour.objects.filter(tenant=tenant)
+    assert sum(h.allocated_gpu_s for h in hours) == 120 * 60
+    assert max(h.peak_gpus for h in hours) == 4
+    assert_rollups_equal_a_recount()
+
+
+def test_a_batch_posted_three_times_is_counted_once(client, token, tenant):
+    batch = [sample(g, k) for g in range(2) for k in range(10)]
+    assert post(client, token, batch).json()["accepted"] == 20
+    for _ in range(2):
+        assert post(client, token, batch).json() == {"accepted": 0, "duplicates": 20,
+                                                     "rejected": []}
+    assert UsageSample.objects.count() == 20
+    assert sum(h.sample_count for h in TenantHour.objects.all()) == 20
+    assert_rollups_equal_a_recount()
+
+
+def test_one_bad_sample_costs_none_of_its_neighbours(client, token):
+    batch = [sample(0, 0), sample(0, 1, interval_s=0), sample(0, 2), "not a sample", sample(0, 3)]
+    answer = post(client, token, batch).json()
+    assert answer["accepted"] == 3
+    assert [r["index"] for r in answer["rejected"]] == [1, 3]
+    assert UsageSample.objects.count() == 3
+
+
+def future() -> str:
+    return iso(timezone.now() + timedelta(minutes=6))
+
+
+def ancient() -> str:
+    return iso(timezone.now() - timedelta(days=36))
+
+
+REJECTIONS = [
+    ({"gpu_uuid": None}, "gpu_uuid is required"),
+    ({"gpu_uuid": "x" * 97}, "gpu_uuid must be at most 96 printable characters"),
+    ({"ts": None}, "ts is required"),
+    ({"ts": "yesterday"}, "is not an RFC 3339 time"),
+    ({"ts": "2026-11-29T10:00:00"}, "is not an RFC 3339 time with a UTC offset"),
+    ({"ts": "2026-02-30T10:00:00Z"}, "is not a valid date and time"),
+    ({"ts": future}, "in the future by more than 5 minutes"),
+    ({"ts": ancient}, "older than raw retention"),
+    ({"interval_s": None}, "interval_s is required"),
+    ({"interval_s": 0}, "interval_s 0 is out of range (1 to 3600)"),
+    ({"interval_s": 3601}, "interval_s 3601 is out of range (1 to 3600)"),
+    ({"interval_s": "60"}, "interval_s must be an integer"),
+    ({"allocated": None}, "allocated is required"),
+    ({"allocated": "yes"}, "allocated is required (true or false)"),
+    ({"fraction": 0}, "fraction 0 is out of range (0 < fraction <= 1)"),
+    ({"fraction": 1.5}, "fraction 1.5 is out of range"),
+    ({"util_pct": 100.5}, "util_pct 100.5 is out of range (0 to 100)"),
+    ({"util_pct": True}, "util_pct must be a number"),
+    ({"mem_used_mib": -1}, "mem_used_mib -1 is out of range"),
+    ({"mem_used_mib": 10**40}, "mem_used_mib"),
+    ({"power_w": "lots"}, "power_w must be a number"),
+    ({"temp_c": 1000}, "temp_c 1000 is out of range"),
+    ({"gpu_index": -1}, "gpu_index -1 is out of range"),
+    ({"model": 7}, "model must be a string"),
+    ({"owner": "alice"}, "owner must be an object"),
+    ({"owner": {"user": ["alice"]}}, "owner.user must be a string"),
+]
+
+
+@pytest.mark.parametrize(("change", "reason"), REJECTIONS,
+                         ids=[reason for _change, reason in REJECTIONS])
+def test_every_rejection_names_the_index_and_the_reason(client, token, change, reason):
+    change = {key: value() if callable(value) else value for key, value in change.items()}
+    bad = {key: value for key, value in {**sample(0, 1), **change}.items() if value is not None}
+    answer = post(client, token, [sample(0, 0), bad]).json()
+    assert answer["accepted"] == 1
+    assert len(answer["rejected"]) == 1
+    assert answer["rejected"][0]["index"] == 1
+    assert reason in answer["rejected"][0]["error"]
+
+
+def test_a_different_value_under_a_stored_key_is_reported_not_merged(client, token):
+    post(client, token, [sample(0, 0, util_pct=10.0)])
+    answer = post(client, token, [sample(0, 0, util_pct=90.0), sample(0, 1)]).json()
+    assert answer["accepted"] == 1
+    assert answer["rejected"] == [{"index": 0, "error": (
+        "conflict: a different sample is already stored for this gpu_uuid and ts")}]
+    assert UsageSample.objects.get(ts=minute(0)).util_pct == 10.0
+    assert_rollups_equal_a_recount()
+
+
+def test_a_repeat_inside_one_batch_is_a_duplicate_or_a_conflict(client, token):
+    answer = post(client, token, [sample(0, 0), sample(0, 0), sample(0, 0, util_pct=1.0)]).json()
+    assert answer["accepted"] == 1 and answer["duplicates"] == 1
+    assert answer["rejected"][0]["index"] == 2
+    assert "conflict: sample 0" in answer["rejected"][0]["error"]
+
+
+def test_a_gpu_of_another_node_is_rejected_as_a_node_mismatch(client, token, node):
+    other = Node.objects.create(name="gpu-node-02")
+    Gpu.objects.create(uuid="GPU-0007", node=other)
+    answer = post(client, token, [sample(7, 0), sample(1, 0)]).json()
+    assert answer["accepted"] == 1
+    assert answer["rejected"] == [{"index": 0, "error": (
+        "node mismatch: GPU-0007 is registered to another node")}]
+
+
+def test_gpus_are_registered_on_first_sight_and_updated_when_they_change(client, token, node):
+    post(client, token, [sample(0, 0)])
+    gpu = Gpu.objects.get(uuid="GPU-0000")
+    assert (gpu.node, gpu.index, gpu.model, gpu.memory_total_mib) == (
+        node, 0, "NVIDIA H100 80GB HBM3", 81559)
+    post(client, token, [sample(0, 1, gpu_index=3, model="NVIDIA H200", mem_total_mib=143771)])
+    gpu.refresh_from_db()
+    assert (gpu.index, gpu.model, gpu.memory_total_mib) == (3, "NVIDIA H200", 143771)
+    assert gpu.last_seen_at is not None
+
+
+def test_the_node_keeps_last_seen_version_and_a_retry_safe_dropped_count(client, token, node):
+    post(client, token, [sample(0, 0)], dropped_samples=5, agent_version="0.2.0")
+    post(client, token, [sample(0, 0)], dropped_samples=5)  # the same batch, resent
+    node.refresh_from_db()
+    assert node.agent_version == "0.1.0" and node.last_seen_at is not None
+    assert node.dropped_samples == 5
+    post(client, token, [sample(0, 1)], dropped_samples=7)
+    post(client, token, [sample(0, 2)], dropped_samples=2)  # the agent restarted
+    node.refresh_from_db()
+    assert node.dropped_samples == 9
+
+
+def test_usage_is_attributed_at_ingestion_and_unclaimed_usage_is_kept(client, token, tenant,
+                                                                       other_tenant, node):
+    AttributionRule.objects.create(tenant=other_tenant, field="user", value="bob", priority=5)
+    post(client, token, [
+        sample(0, 0),
+        sample(1, 0, owner={"namespace": "vision", "user": "bob"}),
+        sample(2, 0, owner={"namespace": "sandbox"}),
+        sample(3, 0, owner=None, allocated=False),
+    ])
+    tenants = dict(UsageSample.objects.values_list("gpu__uuid", "tenant__slug"))
+    assert tenants == {"GPU-0000": "vision", "GPU-0001": "speech", "GPU-0002": None,
+                       "GPU-0003": None}
+    assert TenantHour.objects.get(tenant=None).allocated_gpu_s == 60
+    node.default_tenant = tenant
+    node.save()
+    post(client, token, [sample(2, 1, owner={"namespace": "sandbox"})])
+    assert UsageSample.objects.get(ts=minute(1)).tenant == tenant
+
+
+def test_mig_slices_count_their_fraction(client, token, tenant):
+    slices = [sample(0, 0, gpu_uuid=f"MIG-{k}", fraction=1 / 7, util_pct=100.0) for k in range(3)]
+    post(client, token, slices)
+    hour = TenantHour.objects.get(tenant=tenant)
+    assert hour.allocated_gpu_s == pytest.approx(3 * 60 / 7)
+    assert hour.peak_gpus == pytest.approx(3 / 7)
+    assert_rollups_equal_a_recount()
+
+
+def test_a_number_too_large_for_64_bits_rejects_only_its_sample(client, token):
+    body = json.dumps({"node": "gpu-node-01", "samples": [sample(0, 0), sample(0, 1)]})
+    body = body.replace('"mem_used_mib": 1000', f'"mem_used_mib": {10**30}', 1)
+    response = client.post(URL, body, content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 202
+    assert response.json()["accepted"] == 1
+    assert response.json()["rejected"][0]["index"] == 0
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    (b"{not json", "body is not valid JSON"),
+    (b"[1, 2]", "body must be a JSON object"),
+    (b'{"samples": []}', "node must be the node's name"),
+    (b'{"node": "gpu-node-01", "samples": {}}', "samples must be a list"),
+    (b'{"node": "gpu-node-01", "samples": [], "dropped_samples": -1}', "dropped_samples"),
+    (b'{"node": "gpu-node-01", "samples": [], "agent_version": 1}', "agent_version"),
+    (b'{"node": "gpu-node-01", "samples": [{"util_pct": NaN}]}', "body is not valid JSON"),
+    (b"[" * 100_000 + b"]" * 100_000, "body is not valid JSON"),
+])
+def test_a_malformed_envelope_is_a_400_with_a_reason(client, token, body, message):
+    response = client.post(URL, body, content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+    assert not UsageSample.objects.exists()
+
+
+def test_an_empty_batch_is_accepted_and_marks_the_node_seen(client, token, node):
+    assert post(client, token, []).json() == {"accepted": 0, "duplicates": 0, "rejected": []}
+    node.refresh_from_db()
+    assert node.last_seen_at is not None
+
+
+def test_no_token_or_an_unknown_token_is_a_401(client, token):
+    response = client.post(URL, "{}", content_type="application/json")
+    assert response.status_code == 401 and response["WWW-Authenticate"] == "Bearer"
+    assert post(client, "gpln_not-a-real-token", [sample()]).status_code == 401
+    assert post(client, "garbage", [sample()]).status_code == 401
+
+
+def test_a_revoked_token_is_refused(client, token, node):
+    node.revoke_token()
+    response = post(client, token, [sample()])
+    assert response.status_code == 401
+    assert response.json() == {"error": "unknown or revoked node token"}
+
+
+def test_the_token_of_node_a_cannot_post_as_node_b(client, token):
+    Node.objects.create(name="gpu-node-02").issue_token()
+    response = post(client, token, [sample()], node="gpu-node-02")
+    assert response.status_code == 403
+    assert "belongs to node 'gpu-node-01'" in response.json()["error"]
+    assert not UsageSample.objects.exists()
+
+
+@override_settings(INGEST_MAX_SAMPLES=3)
+def test_a_batch_over_the_limit_is_a_413(client, token):
+    response = post(client, token, [sample(0, k) for k in range(4)])
+    assert response.status_code == 413
+    assert "over the limit of 3" in response.json()["error"]
+
+
+@override_settings(INGEST_MAX_BODY_BYTES=2048)
+def test_a_body_over_the_limit_is_a_413(client, token):
+    response = post(client, token, [sample(0, k) for k in range(20)])
+    assert response.status_code == 413
+    assert "body over 2048 bytes" in response.json()["error"]
+
+
+@override_settings(INGEST_REQUESTS_PER_MINUTE=2)
+def test_a_node_over_its_rate_is_throttled_with_retry_after(client, token):
+    assert post(client, token, [sample(0, 0)]).status_code == 202
+    assert post(client, token, [sample(0, 1)]).status_code == 202
+    response = post(client, token, [sample(0, 2)])
+    assert response.status_code == 429
+    assert 0 < int(response["Retry-After"]) <= 60
+
+
+def test_only_post_is_allowed(client):
+    assert client.get(URL).status_code == 405
+
+
+@pytest.mark.postgresql
+def test_overlapping_batches_posted_concurrently_leave_exact_rollups(transactional_db, tenant):
+    """Two agents' batches and a racing resend of each, all for one tenant and hour at once."""
+    nodes = [Node.objects.create(name=f"gpu-node-0{n}", default_tenant=tenant) for n in (1, 2)]
+    tokens = [node.issue_token() for node in nodes]
+
+    def batch(n: int) -> list:
+        return [sample(8 * n + g, k, owner=None, fraction=0.5 if g % 2 else 1.0)
+                for g in range(8) for k in range(0, 60, 2)]
+
+    errors: list = []
+    barrier = threading.Barrier(4)
+
+    def agent(n: int) -> None:
+        try:
+            barrier.wait()
+            for _ in range(3):
+                response = post(Client(), tokens[n], batch(n), node=nodes[n].name)
+                assert response.status_code == 202, response.content
+        except Exception as error:  # reported below, with the others
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=agent, args=(n,)) for n in (0, 1, 0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert UsageSample.objects.count() == 2 * 8 * 30
+    assert_rollups_equal_a_recount()
+    assert max(TenantHour.objects.values_list("peak_gpus", flat=True)) == 2 * (4 + 4 * 0.5)
