@@ -467,3 +467,6 @@ class Statement(models.Model):
         if not self._state.adding:
             raise ValidationError(_("A closed statement is never rewritten."))
         super().save(*args, **kwargs)
+
+
+from loans.tokens import ApiToken  # noqa: E402, F401 - registers the model with this app

@@ -13,7 +13,10 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
 
+import orjson
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
@@ -43,40 +46,82 @@ class Result:
 
 def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     oldest = now - timedelta(days=settings.RAW_RETENTION_DAYS)
-    valid, rejected, repeats = protocol.samples(envelope.samples, now, oldest)
-    gpu_ids = register_gpus(node, valid, now)
-    attributor = Attributor(
-        Rule(*row) for row in
-        AttributionRule.objects.values_list("tenant_id", "field", "value", "priority")
-    )
-    rows = []
-    for sample in valid:
-        gpu_id = gpu_ids.get(sample.gpu_uuid)
-        if gpu_id is None:
-            rejected.append({"index": sample.index, "error": (
-                f"node mismatch: {sample.gpu_uuid} is registered to another node")})
-            continue
-        tenant_id = attributor.tenant_for(sample.owner, node.name, node.default_tenant_id)
-        rows.append((sample.index, gpu_id, sample.ts, node.pk, tenant_id, sample.interval_s,
-                     sample.allocated, sample.fraction, sample.util_pct, sample.mem_used_mib,
-                     sample.power_w, sample.temp_c, sample.owner))
+    batch, rejected, repeats = protocol.samples(envelope.samples, now, oldest)
+    latest = {uuid: (index, model, memory) for uuid, index, model, memory in zip(
+        batch.gpu_uuid, batch.gpu_index, batch.model, batch.mem_total_mib, strict=True)}
+    gpu_ids = register_gpus(node, latest, now)
+    ids = [gpu_ids.get(uuid) for uuid in batch.gpu_uuid]
+    if None in ids:
+        keep = [k for k, gpu_id in enumerate(ids) if gpu_id is not None]
+        rejected.extend(
+            {"index": batch.index[k], "error": (
+                f"node mismatch: {batch.gpu_uuid[k]} is registered to another node")}
+            for k, gpu_id in enumerate(ids) if gpu_id is None)
+        batch, ids = batch.keep(keep), [ids[k] for k in keep]
+    rows = list(zip(batch.index, ids, batch.ts, repeat(node.pk), _tenants(batch.owner, node),
+                    batch.interval_s, batch.allocated, batch.fraction, batch.util_pct,
+                    batch.mem_used_mib, batch.power_w, batch.temp_c, batch.owner, strict=False))
     if rows:
         write = _write_postgresql if connection.vendor == "postgresql" else _write_sqlite
-        inserted, conflicts = write(rows)
+        inserted, conflicts = write(rows, node, envelope, now)
     else:
         inserted, conflicts = 0, []
+        _seen(node, envelope, now)
     rejected.extend({"index": index, "error": (
         "conflict: a different sample is already stored for this gpu_uuid and ts")}
         for index in conflicts)
     rejected.sort(key=lambda item: item["index"])
-    _seen(node, envelope, now)
     return Result(inserted, repeats + len(rows) - inserted - len(conflicts), rejected)
 
 
+def _tenants(owners: list, node: Node) -> list[int | None]:
+    """The tenant of each sample; equal owners (one shared dict) are attributed once."""
+    attributor = _attributor()
+    known: dict[int, int | None] = {}
+    out = []
+    for owner in owners:
+        key = id(owner)
+        if key not in known:
+            known[key] = attributor.tenant_for(owner, node.name, node.default_tenant_id)
+        out.append(known[key])
+    return out
+
+
+RULES_SECONDS = 5
+_rules: list = [None, 0.0]  # the attributor and when it was built
+
+
+def _attributor() -> Attributor:
+    """The rules as of at most RULES_SECONDS ago: one query per few seconds, not per batch.
+    A rule saved in this process applies at once (forget_rules); elsewhere within seconds."""
+    attributor, built = _rules
+    if attributor is None or time.monotonic() - built > RULES_SECONDS:
+        attributor = Attributor(
+            Rule(*row) for row in
+            AttributionRule.objects.values_list("tenant_id", "field", "value", "priority")
+        )
+        _rules[:] = [attributor, time.monotonic()]
+    return attributor
+
+
+def forget_rules(**_signal) -> None:
+    _rules[:] = [None, 0.0]
+
+
+SEEN_EVERY = 10  # seconds: how stale "last seen" may be; the UPDATE is skipped in between
+_last_seen: dict[int, float] = {}
+
+
 def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
-    """Last seen, agent version and dropped samples: one short UPDATE after the batch commits,
-    so batches of one node do not queue on its row."""
+    """Last seen, agent version and dropped samples: the batch transaction's last statement,
+    so it costs no commit of its own and holds the node's row only at the very end. Skipped
+    while nothing changed and the stored time is less than SEEN_EVERY seconds old."""
     reported = envelope.dropped_samples
+    clock = time.monotonic()
+    if (reported == node.dropped_samples_reported
+            and envelope.agent_version == node.agent_version
+            and clock - _last_seen.get(node.pk, -SEEN_EVERY) < SEEN_EVERY):
+        return
     # A total below the last one means the agent restarted and counts from zero again.
     Node.objects.filter(pk=node.pk).update(
         last_seen_at=now,
@@ -86,6 +131,7 @@ def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
             if reported >= node.dropped_samples_reported else reported),
         dropped_samples_reported=reported,
     )
+    _last_seen[node.pk] = clock
 
 
 # uuid -> (gpu id, node id, index, model, memory, cached at): GPUs rarely change, and most
@@ -93,53 +139,52 @@ def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
 _gpus: dict[str, tuple[int, int, int | None, str, int | None, float]] = {}
 
 
-def register_gpus(node: Node, samples: list[protocol.Sample], now: datetime) -> dict[str, int]:
-    """GPU ids by uuid for this node's samples, registering new GPUs and updating changed ones.
-    A GPU registered to another node is left out (its samples are rejected)."""
-    latest = {sample.gpu_uuid: sample for sample in samples}
+def register_gpus(node: Node, latest: dict[str, tuple], now: datetime) -> dict[str, int]:
+    """GPU ids by uuid for this node's GPUs, given each one's latest (index, model, memory);
+    new GPUs are registered and changed ones updated. A GPU registered to another node is
+    left out (its samples are rejected)."""
     clock = time.monotonic()
-    stale = [uuid for uuid in latest
+    stale = [uuid for uuid, seen in latest.items()
              if uuid not in _gpus or clock - _gpus[uuid][5] > GPU_CACHE_SECONDS
-             or _changed(_gpus[uuid], latest[uuid])]
+             or _changed(_gpus[uuid][2:5], seen)]
     if stale:
         _refresh(node, {uuid: latest[uuid] for uuid in stale}, now, clock)
     return {uuid: _gpus[uuid][0] for uuid in latest if _gpus[uuid][1] == node.pk}
 
 
-def _changed(cached: tuple, sample: protocol.Sample) -> bool:
-    _id, _node, index, model, memory, _at = cached
-    return ((sample.gpu_index is not None and sample.gpu_index != index)
-            or (sample.model is not None and sample.model != model)
-            or (sample.mem_total_mib is not None and sample.mem_total_mib != memory))
+def _changed(stored: tuple, seen: tuple) -> dict[str, object]:
+    """The fields to update: what the agent reports differently (it may omit any of them)."""
+    return {name: new for name, old, new in zip(("index", "model", "memory_total_mib"), stored,
+                                                seen, strict=True)
+            if new is not None and new != old}
 
 
-def _refresh(node: Node, samples: dict[str, protocol.Sample], now: datetime, clock: float):
-    known = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=list(samples))}
-    new = [Gpu(uuid=uuid, node=node, index=s.gpu_index, model=s.model or "",
-               memory_total_mib=s.mem_total_mib, first_seen_at=now, last_seen_at=now)
-           for uuid, s in samples.items() if uuid not in known]
+def _refresh(node: Node, latest: dict[str, tuple], now: datetime, clock: float) -> None:
+    known = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=list(latest))}
+    new = [Gpu(uuid=uuid, node=node, index=index, model=model or "", memory_total_mib=memory,
+               first_seen_at=now, last_seen_at=now)
+           for uuid, (index, model, memory) in latest.items() if uuid not in known]
     if new:
         Gpu.objects.bulk_create(new, ignore_conflicts=True)
         known |= {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=[g.uuid for g in new])}
+    seen = []
     for uuid, gpu in known.items():
-        sample = samples[uuid]
         if gpu.node_id == node.pk:
-            fields = {"last_seen_at": now}
-            if sample.gpu_index is not None and sample.gpu_index != gpu.index:
-                fields["index"] = sample.gpu_index
-            if sample.model is not None and sample.model != gpu.model:
-                fields["model"] = sample.model
-            if sample.mem_total_mib is not None and sample.mem_total_mib != gpu.memory_total_mib:
-                fields["memory_total_mib"] = sample.mem_total_mib
-            Gpu.objects.filter(pk=gpu.pk).update(**fields)
-            for name, value in fields.items():
-                setattr(gpu, name, value)
+            seen.append(gpu.pk)
+            fields = _changed((gpu.index, gpu.model, gpu.memory_total_mib), latest[uuid])
+            if fields:
+                Gpu.objects.filter(pk=gpu.pk).update(**fields)
+                for name, value in fields.items():
+                    setattr(gpu, name, value)
         _gpus[uuid] = (gpu.pk, gpu.node_id, gpu.index, gpu.model, gpu.memory_total_mib, clock)
+    Gpu.objects.filter(pk__in=seen).update(last_seen_at=now)
 
 
 def forget_gpus() -> None:
     """Drop the process's GPU cache (tests rebuild the database under it)."""
     _gpus.clear()
+    _last_seen.clear()
+    forget_rules()
 
 
 STAGING = """
@@ -149,8 +194,6 @@ CREATE TEMPORARY TABLE IF NOT EXISTS ingest_staging (
     mem_used_mib integer, power_w float8, temp_c smallint, owner jsonb
 ) ON COMMIT DELETE ROWS
 """
-STAGING_TYPES = ["int4", "int4", "timestamptz", "int8", "int8", "int2", "bool", "float8",
-                 "float8", "int4", "float8", "int2", "jsonb"]
 
 # Sorted inserts and upserts: two batches always lock rows in the same order (no deadlocks).
 STORE = """
@@ -207,6 +250,45 @@ SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM th), (SELECT count(*) F
 
 # Staged samples whose key is stored with other values (run only when some were not inserted;
 # a fresh statement, so it sees what concurrent batches committed meanwhile).
+DIRECT = f"COPY metering_usagesample ({', '.join(COLUMNS[1:])}) FROM STDIN"
+
+# The sums of new samples, added to the rollups: the same upserts as in STORE, from arrays.
+ADD_SUMS = """
+WITH inst AS (
+    INSERT INTO metering_tenantinstant AS t (tenant_id, ts, gpus)
+    SELECT * FROM unnest(%(i_tenant)s::bigint[], %(i_ts)s::timestamptz[], %(i_gpus)s::float8[])
+    ON CONFLICT (ts, (COALESCE(tenant_id, 0))) DO UPDATE SET gpus = t.gpus + EXCLUDED.gpus
+    RETURNING tenant_id, date_trunc('hour', ts, 'UTC') AS hour, gpus
+), peaks AS (
+    SELECT tenant_id, hour, max(gpus) AS gpus FROM inst GROUP BY tenant_id, hour
+), th AS (
+    INSERT INTO metering_tenanthour AS t (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                          sample_count, peak_gpus)
+    SELECT s.tenant_id, s.hour, s.alloc_s, s.busy_s, s.n, COALESCE(p.gpus, 0)
+    FROM unnest(%(t_tenant)s::bigint[], %(t_hour)s::timestamptz[], %(t_alloc)s::float8[],
+                %(t_busy)s::float8[], %(t_n)s::int[]) WITH ORDINALITY
+         AS s(tenant_id, hour, alloc_s, busy_s, n, position)
+    LEFT JOIN peaks p ON p.hour = s.hour AND p.tenant_id IS NOT DISTINCT FROM s.tenant_id
+    ORDER BY s.position
+    ON CONFLICT (hour, (COALESCE(tenant_id, 0))) DO UPDATE SET
+        allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
+        busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
+        sample_count = t.sample_count + EXCLUDED.sample_count,
+        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+    RETURNING 1
+)
+INSERT INTO metering_gpuhour AS t (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                   sample_count, peak_gpus)
+SELECT * FROM unnest(%(g_gpu)s::int[], %(g_tenant)s::bigint[], %(g_hour)s::timestamptz[],
+                     %(g_alloc)s::float8[], %(g_busy)s::float8[], %(g_n)s::int[],
+                     %(g_peak)s::float8[])
+ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
+    allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
+    busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
+    sample_count = t.sample_count + EXCLUDED.sample_count,
+    peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+"""
+
 CONFLICTS = f"""
 SELECT s.idx FROM ingest_staging s
 JOIN metering_usagesample u ON u.gpu_id = s.gpu_id AND u.ts = s.ts
@@ -215,27 +297,124 @@ WHERE ({", ".join(f"u.{c}" for c in READING)}) IS DISTINCT FROM
 """
 
 
-def _write_postgresql(rows: list[tuple]) -> tuple[int, list[int]]:
+def _copy_text(rows: list[tuple], with_index: bool = True) -> bytes:
+    """The batch in COPY's text format, built column by column: several times faster than
+    binary COPY's per-value dumpers in Python. Floats use repr (shortest exact form); JSON
+    escapes control characters, so only its backslashes need COPY's escaping."""
+    (index, gpu, ts, node, tenant, interval, allocated, fraction, util, memory, power, temp,
+     owner) = zip(*rows, strict=True)
+    stamps = {moment: moment.isoformat() for moment in set(ts)}
+    owners = {id(o): orjson.dumps(o).decode().replace(BACKSLASH, ESCAPED)
+              for o in owner if o is not None}
+    columns = [
+        map(str, gpu),
+        map(stamps.__getitem__, ts),
+        map(str, node),
+        [NULL if v is None else str(v) for v in tenant],
+        map(str, interval),
+        ["t" if v else "f" for v in allocated],
+        map(repr, fraction),
+        [NULL if v is None else repr(v) for v in util],
+        [NULL if v is None else str(v) for v in memory],
+        [NULL if v is None else repr(v) for v in power],
+        [NULL if v is None else str(v) for v in temp],
+        [NULL if o is None else owners[id(o)] for o in owner],
+    ]
+    if with_index:
+        columns.insert(0, map(str, index))
+    return ("\n".join(map("\t".join, zip(*columns, strict=True))) + "\n").encode()
+
+
+NULL, BACKSLASH, ESCAPED = "\\N", "\\", "\\\\"
+
+
+def _staging(cursor) -> None:
+    """The temporary staging table, created once per connection. Only a creation outside any
+    transaction is remembered: one inside a transaction (tests) may be rolled back with it."""
+    if not getattr(connection, "gpuloans_staging", False):
+        cursor.execute(STAGING)
+        if not connection.in_atomic_block:
+            connection.gpuloans_staging = True
+
+
+def _write_postgresql(rows: list[tuple], node: Node, envelope: protocol.Envelope,
+                      now: datetime) -> tuple[int, list[int]]:
+    """Fresh samples (the common case) are COPYed straight into the sample table and their
+    rollups added from sums made here; a batch holding a stored key (a retry) fails that COPY
+    on the primary key and takes the staging path, which skips what is stored."""
     partitions.ensure_partitions({row[2].astimezone(UTC).date() for row in rows})
+    rows = sorted(rows, key=lambda row: (row[1], row[2]))  # one lock order for every batch
+    with connection.cursor() as cursor:
+        _staging(cursor.cursor)
     with transaction.atomic(), connection.cursor() as cursor:
         raw = cursor.cursor
-        # Every batch: a flag kept on the connection would outlive a rolled-back creation.
-        raw.execute(STAGING)
-        with raw.copy(f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") \
-                as copy:
-            copy.set_types(STAGING_TYPES)
-            for row in rows:
-                copy.write_row(row)
-        raw.execute(STORE)
-        inserted = raw.fetchone()[0]
-        conflicts = []
-        if inserted < len(rows):
-            raw.execute(CONFLICTS)
-            conflicts = [index for (index,) in raw.fetchall()]
+        try:
+            with transaction.atomic(), raw.copy(DIRECT) as copy:
+                copy.write(_copy_text(rows, with_index=False))
+        except psycopg.errors.UniqueViolation:
+            inserted, conflicts = _store_through_staging(raw, rows)
+        else:
+            inserted, conflicts = len(rows), []
+            _add_sums(raw, *_sums(rows))
+        _seen(node, envelope, now)
     return inserted, conflicts
 
 
-def _write_sqlite(rows: list[tuple]) -> tuple[int, list[int]]:
+def _store_through_staging(raw, rows: list[tuple]) -> tuple[int, list[int]]:
+    with raw.copy(f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+        copy.write(_copy_text(rows))
+    raw.execute(STORE)
+    inserted = raw.fetchone()[0]
+    conflicts = []
+    if inserted < len(rows):
+        raw.execute(CONFLICTS)
+        conflicts = [index for (index,) in raw.fetchall()]
+    return inserted, conflicts
+
+
+def _sums(rows: list[tuple]) -> tuple[dict, dict, dict]:
+    """Rollup sums of rows known to be new: per (tenant, hour), per (GPU, tenant, hour), and
+    the GPUs each tenant held at each instant."""
+    samples = [(row[1], row[2], row[4], row[5], row[6], row[7], row[8]) for row in rows]
+    by_tenant, by_gpu = recount(samples)
+    instants: dict[tuple, float] = {}
+    for _gpu, ts, tenant_id, _interval, allocated, fraction, _util in samples:
+        if allocated:
+            instants[(tenant_id, ts)] = instants.get((tenant_id, ts), 0.0) + fraction
+    return by_tenant, by_gpu, instants
+
+
+def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:
+    """Add a batch's sums to the rollups in one statement (arrays in, sorted upserts)."""
+    tenant_keys = sorted(by_tenant, key=lambda key: (key[0] or 0, key[1]))
+    gpu_keys = sorted(by_gpu, key=lambda key: (key[0], key[1] or 0, key[2]))
+    instant_keys = sorted(instants, key=lambda key: (key[0] or 0, key[1]))
+    raw.execute(ADD_SUMS, {name: _array(values) for name, values in {
+        "i_tenant": [key[0] for key in instant_keys], "i_ts": [key[1] for key in instant_keys],
+        "i_gpus": [instants[key] for key in instant_keys],
+        "t_tenant": [key[0] for key in tenant_keys], "t_hour": [key[1] for key in tenant_keys],
+        "t_alloc": [by_tenant[key].allocated_gpu_s for key in tenant_keys],
+        "t_busy": [by_tenant[key].busy_gpu_s for key in tenant_keys],
+        "t_n": [by_tenant[key].sample_count for key in tenant_keys],
+        "g_gpu": [key[0] for key in gpu_keys], "g_tenant": [key[1] for key in gpu_keys],
+        "g_hour": [key[2] for key in gpu_keys],
+        "g_alloc": [by_gpu[key].allocated_gpu_s for key in gpu_keys],
+        "g_busy": [by_gpu[key].busy_gpu_s for key in gpu_keys],
+        "g_n": [by_gpu[key].sample_count for key in gpu_keys],
+        "g_peak": [by_gpu[key].peak_gpus for key in gpu_keys],
+    }.items()})
+
+
+def _array(values: list) -> str:
+    """A PostgreSQL array literal: one string parameter instead of a list that the driver
+    would quote element by element."""
+    return "{" + ",".join(
+        "NULL" if v is None else f'"{v.isoformat()}"' if isinstance(v, datetime) else repr(v)
+        for v in values) + "}"
+
+
+def _write_sqlite(rows: list[tuple], node: Node, envelope: protocol.Envelope,
+                  now: datetime) -> tuple[int, list[int]]:
     """The simple path: row by row inside one transaction (SQLite has one writer at a time)."""
     adapt = connection.ops.adapt_datetimefield_value
     insert = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
@@ -254,6 +433,7 @@ def _write_sqlite(rows: list[tuple]) -> tuple[int, list[int]]:
             if _reading(cursor.fetchone()) != _reading(row[5:]):
                 conflicts.append(index)
         _add_to_rollups(cursor, inserted)
+        _seen(node, envelope, now)
     return len(inserted), conflicts
 
 
@@ -266,12 +446,7 @@ def _reading(values: tuple) -> tuple:
 
 def _add_to_rollups(cursor, rows: list[tuple]) -> None:
     adapt = connection.ops.adapt_datetimefield_value
-    samples = [(row[1], row[2], row[4], row[5], row[6], row[7], row[8]) for row in rows]
-    by_tenant, by_gpu = recount(samples)
-    instants: dict[tuple, float] = {}
-    for _gpu, ts, tenant_id, _interval, allocated, fraction, _util in samples:
-        if allocated:
-            instants[(tenant_id, ts)] = instants.get((tenant_id, ts), 0.0) + fraction
+    by_tenant, by_gpu, instants = _sums(rows)
     peaks: dict[tuple, float] = {}
     for (tenant_id, ts), gpus in sorted(instants.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
         cursor.execute(

@@ -14,7 +14,7 @@ import orjson
 
 MAX_UUID = 96
 MAX_TEXT = 253
-OWNER_KEYS = ("namespace", "pod", "container", "user", "account", "job")
+OWNER_KEYS = frozenset(("namespace", "pod", "container", "user", "account", "job"))
 FUTURE_SLACK = timedelta(minutes=5)
 INT32 = 2**31 - 1
 
@@ -143,16 +143,15 @@ def _owner(raw: dict) -> dict[str, str] | None:
     owner = raw.get("owner")
     if owner is None:
         return None
-    if not isinstance(owner, dict):
+    if type(owner) is not dict:
         raise Invalid("owner must be an object")
     clean = {}
-    for key in OWNER_KEYS:
-        value = owner.get(key)
-        if value is None:
-            continue
-        if isinstance(value, int) and not isinstance(value, bool):
+    for key, value in owner.items():
+        if key not in OWNER_KEYS or value is None:
+            continue  # unknown keys are for newer servers; ignore them
+        if type(value) is int:
             value = str(value)  # Slurm job ids and uids arrive as numbers too
-        if not isinstance(value, str) or len(value) > MAX_TEXT:
+        if type(value) is not str or len(value) > MAX_TEXT:
             raise Invalid(f"owner.{key} must be a string of at most {MAX_TEXT} characters")
         if value:
             clean[key] = value
@@ -181,53 +180,136 @@ def _timestamp(raw: dict, now: datetime, oldest: datetime) -> datetime:
     return ts
 
 
-def sample(index: int, raw: object, now: datetime, oldest: datetime) -> Sample:
-    """One sample checked against protocol v1, or Invalid with the reason."""
-    if not isinstance(raw, dict):
+def sample(index: int, raw: object, now: datetime, oldest: datetime,
+           times: dict[str, datetime] | None = None) -> Sample:
+    """One sample checked against protocol v1, or Invalid with the reason.
+
+    The checks are written out for speed (a batch's samples pass here one by one); `times`
+    caches parsed timestamps within a batch, where many samples share one.
+    """
+    if type(raw) is not dict:
         raise Invalid("sample must be an object")
-    uuid = raw.get("gpu_uuid")
-    if not isinstance(uuid, str) or not uuid.strip():
+    get = raw.get
+    uuid = get("gpu_uuid")
+    if type(uuid) is not str or not uuid.strip():
         raise Invalid("gpu_uuid is required (a non-empty string)")
     if len(uuid) > MAX_UUID or not uuid.isprintable() or uuid != uuid.strip():
         raise Invalid(f"gpu_uuid must be at most {MAX_UUID} printable characters")
-    interval = raw.get("interval_s")
-    if interval is None:
-        raise Invalid("interval_s is required (seconds, 1 to 3600)")
-    interval = _integer(raw, "interval_s", 1, 3600)
-    allocated = raw.get("allocated")
-    if not isinstance(allocated, bool):
+    text = get("ts")
+    ts = times.get(text) if times is not None and type(text) is str else None
+    if ts is None:
+        ts = _timestamp(raw, now, oldest)
+        if times is not None:
+            times[text] = ts
+    interval = get("interval_s")
+    if type(interval) is not int or not 1 <= interval <= 3600:
+        if interval is None:
+            raise Invalid("interval_s is required (seconds, 1 to 3600)")
+        interval = _integer(raw, "interval_s", 1, 3600)
+    allocated = get("allocated")
+    if type(allocated) is not bool:
         raise Invalid("allocated is required (true or false)")
+    fraction = get("fraction")
+    if fraction is None:
+        fraction = 1.0
+    elif type(fraction) is not float or not 0.0 < fraction <= 1.0:
+        fraction = _number(raw, "fraction", 0.0, 1.0, default=1.0, low_open=True)
+    util = get("util_pct")
+    if util is not None and (type(util) is not float or not 0.0 <= util <= 100.0):
+        util = _number(raw, "util_pct", 0.0, 100.0)
+    power = get("power_w")
+    if power is not None and (type(power) is not float or not 0.0 <= power <= 100_000.0):
+        power = _number(raw, "power_w", 0.0, 100_000.0)
+    model = get("model")
+    if model is not None and (type(model) is not str or len(model) > 128):
+        model = _text(raw, "model", 128)
+    memory = get("mem_used_mib")
+    if memory is not None and (type(memory) is not int or not 0 <= memory <= INT32):
+        memory = _integer(raw, "mem_used_mib", 0, INT32)
+    total = get("mem_total_mib")
+    if total is not None and (type(total) is not int or not 0 <= total <= INT32):
+        total = _integer(raw, "mem_total_mib", 0, INT32)
+    temp = get("temp_c")
+    if temp is not None and (type(temp) is not int or not -100 <= temp <= 250):
+        temp = _integer(raw, "temp_c", -100, 250)
+    gpu_index = get("gpu_index")
+    if gpu_index is not None and (type(gpu_index) is not int or not 0 <= gpu_index <= 32767):
+        gpu_index = _integer(raw, "gpu_index", 0, 32767)
     return Sample(
         index=index,
         gpu_uuid=uuid,
-        ts=_timestamp(raw, now, oldest),
+        ts=ts,
         interval_s=interval,
         allocated=allocated,
-        fraction=_number(raw, "fraction", 0.0, 1.0, default=1.0, low_open=True),
-        util_pct=_number(raw, "util_pct", 0.0, 100.0),
-        mem_used_mib=_integer(raw, "mem_used_mib", 0, INT32),
-        mem_total_mib=_integer(raw, "mem_total_mib", 0, INT32),
-        power_w=_number(raw, "power_w", 0.0, 100_000.0),
-        temp_c=_integer(raw, "temp_c", -100, 250),
-        gpu_index=_integer(raw, "gpu_index", 0, 32767),
-        model=_text(raw, "model", 128),
-        owner=_owner(raw),
+        fraction=float(fraction),
+        util_pct=None if util is None else float(util),
+        mem_used_mib=memory,
+        mem_total_mib=total,
+        power_w=None if power is None else float(power),
+        temp_c=temp,
+        gpu_index=gpu_index,
+        model=model,
+        owner=_owner(raw) if get("owner") is not None else None,
     )
 
 
-def samples(raw: list, now: datetime, oldest: datetime) -> tuple[list[Sample], list[dict], int]:
-    """Valid samples, rejections ({"index", "error"}) and the count of in-batch repeats.
+FIELDS = ("index", "gpu_uuid", "ts", "interval_s", "allocated", "fraction", "util_pct",
+          "mem_used_mib", "mem_total_mib", "power_w", "temp_c", "gpu_index", "model", "owner")
 
-    A sample repeating an earlier one's (gpu_uuid, ts) is a duplicate when identical and a
-    conflict (rejected) when it differs.
-    """
+
+@dataclass(slots=True)
+class Columns:
+    """A batch's valid samples as columns, one list per field (in FIELDS order)."""
+
+    index: list
+    gpu_uuid: list
+    ts: list
+    interval_s: list
+    allocated: list
+    fraction: list
+    util_pct: list
+    mem_used_mib: list
+    mem_total_mib: list
+    power_w: list
+    temp_c: list
+    gpu_index: list
+    model: list
+    owner: list
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    @classmethod
+    def of(cls, valid: list[Sample]) -> "Columns":
+        return cls(*([getattr(s, name) for s in valid] for name in FIELDS))
+
+    def keep(self, positions: list[int]) -> "Columns":
+        return Columns(*([column[k] for k in positions]
+                         for column in (getattr(self, name) for name in FIELDS)))
+
+
+def samples(raw: list, now: datetime, oldest: datetime) -> tuple[Columns, list[dict], int]:
+    """Valid samples as columns, rejections ({"index", "error"}) and the count of in-batch
+    repeats. A batch in which every sample is plainly valid takes the column-wise fast path;
+    any doubt sends the whole batch through the per-sample checks, which name each reason."""
+    fast = _all_valid(raw, now, oldest)
+    if fast is not None:
+        return fast, [], 0
+    valid, rejected, repeats = _one_by_one(raw, now, oldest)
+    return Columns.of(valid), rejected, repeats
+
+
+def _one_by_one(raw: list, now: datetime, oldest: datetime) -> tuple[list[Sample], list, int]:
+    """A sample repeating an earlier one's (gpu_uuid, ts) is a duplicate when identical and a
+    conflict (rejected) when it differs."""
     valid: list[Sample] = []
     rejected: list[dict] = []
     repeats = 0
     seen: dict[tuple[str, datetime], Sample] = {}
+    times: dict[str, datetime] = {}
     for index, item in enumerate(raw):
         try:
-            parsed = sample(index, item, now, oldest)
+            parsed = sample(index, item, now, oldest, times)
         except Invalid as error:
             rejected.append({"index": index, "error": str(error)})
             continue
@@ -243,3 +325,108 @@ def samples(raw: list, now: datetime, oldest: datetime) -> tuple[list[Sample], l
                 f"conflict: sample {first.index} has the same gpu_uuid and ts "
                 "with different values")})
     return valid, rejected, repeats
+
+
+NUMBERS = frozenset((int, float))
+
+
+def _numbers(values: list, low: float, high: float, *, optional: bool,
+             low_open: bool = False) -> list | None:
+    """The column as floats if every value is a number in range (None allowed if optional)."""
+    present = [v for v in values if v is not None] if optional else values
+    if not present:
+        return values
+    if not set(map(type, present)) <= NUMBERS:
+        return None
+    smallest, largest = min(present), max(present)
+    if smallest < low or largest > high or (low_open and smallest == low):
+        return None
+    if int in set(map(type, present)):
+        return [None if v is None else float(v) for v in values]
+    return values
+
+
+def _integers(values: list, low: int, high: int) -> bool:
+    present = [v for v in values if v is not None]
+    return not present or (set(map(type, present)) == {int}
+                           and low <= min(present) and max(present) <= high)
+
+
+def _all_valid(raw: list, now: datetime, oldest: datetime) -> Columns | None:
+    """Columns of the batch if every sample is valid and unique, else None. Every check here
+    is one the per-sample path makes too; only the order and the speed differ."""
+    if not raw or not all(type(item) is dict for item in raw):
+        return None
+    column = {name: [item.get(name) for item in raw] for name in FIELDS[1:]}
+    column["fraction"] = [1.0 if v is None else v for v in column["fraction"]]
+    uuids = column["gpu_uuid"]
+    if set(map(type, uuids)) != {str}:
+        return None
+    distinct = set(uuids)
+    if not all(type(u) is str and u and len(u) <= MAX_UUID and u.isprintable()
+               and u == u.strip() for u in distinct):
+        return None
+    texts = column["ts"]
+    if set(map(type, texts)) != {str}:
+        return None
+    times = {}
+    for text in set(texts):
+        if not RFC3339.fullmatch(text):
+            return None
+        try:
+            moment = datetime.fromisoformat(text.upper())
+        except ValueError:
+            return None
+        if not oldest <= moment <= now + FUTURE_SLACK:
+            return None
+        times[text] = moment
+    stamps = [times[text] for text in texts]
+    if len(set(zip(uuids, stamps, strict=True))) != len(raw):
+        return None  # repeats inside the batch: the careful path sorts them out
+    if not (_integers(column["interval_s"], 1, 3600) and None not in column["interval_s"]):
+        return None
+    if set(map(type, column["allocated"])) != {bool}:
+        return None
+    fraction = _numbers(column["fraction"], 0.0, 1.0, optional=False, low_open=True)
+    util = _numbers(column["util_pct"], 0.0, 100.0, optional=True)
+    power = _numbers(column["power_w"], 0.0, 100_000.0, optional=True)
+    if fraction is None or util is None or power is None:
+        return None
+    if not (_integers(column["mem_used_mib"], 0, INT32)
+            and _integers(column["mem_total_mib"], 0, INT32)
+            and _integers(column["temp_c"], -100, 250)
+            and _integers(column["gpu_index"], 0, 32767)):
+        return None
+    if not all(m is None or (type(m) is str and len(m) <= 128) for m in column["model"]):
+        return None
+    owners = _owners(column["owner"])
+    if owners is None:
+        return None
+    return Columns(list(range(len(raw))), uuids, stamps, column["interval_s"],
+                   column["allocated"], fraction, util, column["mem_used_mib"],
+                   column["mem_total_mib"], power, column["temp_c"], column["gpu_index"],
+                   column["model"], owners)
+
+
+def _owners(values: list) -> list | None:
+    """Owners normalised as _owner does; equal owners share one dict (cheap to encode)."""
+    known: dict = {}
+    out = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        if type(value) is not dict:
+            return None
+        try:
+            key = tuple(value.items())
+            clean = known.get(key, known)
+        except TypeError:  # an unhashable value: let the careful path name it
+            return None
+        if clean is known:
+            try:
+                clean = known[key] = _owner({"owner": value})
+            except Invalid:
+                return None
+        out.append(clean)
+    return out

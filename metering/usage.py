@@ -65,8 +65,11 @@ def recount(
     by_tenant: dict = defaultdict(_Sums)
     by_gpu: dict = defaultdict(_Sums)
     at_instant: dict = defaultdict(float)
+    hours: dict[datetime, datetime] = {}  # a batch has few distinct timestamps
     for gpu_id, ts, tenant_id, interval_s, allocated, fraction, util in samples:
-        hour = floor_hour(ts)
+        hour = hours.get(ts)
+        if hour is None:
+            hour = hours[ts] = floor_hour(ts)
         allocated_s = interval_s * fraction if allocated else 0.0
         busy_s = allocated_s * (util or 0.0) / 100
         for sums in (by_tenant[(tenant_id, hour)], by_gpu[(gpu_id, tenant_id, hour)]):

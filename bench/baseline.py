@@ -1,0 +1,57 @@
+"""The baseline bench/ingest.py measures the product against: the same samples validated by a
+DRF serializer and saved with the ORM (bulk_create), as a conventional Django API would do.
+It keeps no rollups, so it does less work than the product's endpoint."""
+
+from django.utils import timezone
+from rest_framework import serializers, status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from metering.models import Gpu, Node, UsageSample
+
+
+class SampleSerializer(serializers.Serializer):
+    gpu_uuid = serializers.CharField(max_length=96)
+    ts = serializers.DateTimeField()
+    interval_s = serializers.IntegerField(min_value=1, max_value=3600)
+    allocated = serializers.BooleanField()
+    fraction = serializers.FloatField(min_value=0, max_value=1, default=1.0)
+    util_pct = serializers.FloatField(min_value=0, max_value=100, required=False)
+    mem_used_mib = serializers.IntegerField(min_value=0, required=False)
+    power_w = serializers.FloatField(min_value=0, required=False)
+    temp_c = serializers.IntegerField(required=False)
+    owner = serializers.DictField(child=serializers.CharField(), required=False)
+
+
+class BatchSerializer(serializers.Serializer):
+    node = serializers.CharField()
+    samples = SampleSerializer(many=True)
+
+
+class BaselineSamples(APIView):
+    authentication_classes = []
+    permission_classes = [AllowAny]
+    throttle_classes = []
+
+    def post(self, request):
+        batch = BatchSerializer(data=request.data)
+        batch.is_valid(raise_exception=True)
+        node = Node.objects.get(name=batch.validated_data["node"])
+        samples = batch.validated_data["samples"]
+        uuids = {s["gpu_uuid"] for s in samples}
+        gpus = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=uuids)}
+        for uuid in uuids - set(gpus):
+            gpus[uuid], _ = Gpu.objects.get_or_create(uuid=uuid, defaults={"node": node})
+        UsageSample.objects.bulk_create(
+            [UsageSample(gpu=gpus[s["gpu_uuid"]], ts=s["ts"], node=node,
+                         tenant=node.default_tenant, interval_s=s["interval_s"],
+                         allocated=s["allocated"], fraction=s["fraction"],
+                         util_pct=s.get("util_pct"), mem_used_mib=s.get("mem_used_mib"),
+                         power_w=s.get("power_w"), temp_c=s.get("temp_c"), owner=s.get("owner"))
+             for s in samples],
+            ignore_conflicts=True,
+        )
+        node.last_seen_at = timezone.now()
+        node.save(update_fields=["last_seen_at"])
+        return Response({"accepted": len(samples)}, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,257 @@
+"""Ingestion throughput: the product's endpoint against raw COPY and a DRF baseline, in one run.
+
+    .venv/bin/python bench/ingest.py [--seconds 20] [--clients 4] [--workers 2]
+
+Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuloans_bench;
+the database is dropped and created afresh). Three phases, each for --seconds, 500-sample
+batches of distinct samples:
+
+  raw COPY   the same batches COPYed straight into the sample table, one transaction per batch,
+             from as many connections as the server has workers: no HTTP, staging or rollups
+             (the database's durable-batch limit for this schema; PERFORMANCE.md)
+  product    POST /api/v1/samples under gunicorn (sync workers) from --clients processes
+  DRF        the same batches to a DRF Serializer(many=True) + bulk_create endpoint
+
+Then it checks that the product's rollups equal a recount of its raw samples. Prints samples/s,
+p50/p99 batch latency and the ratios. Figures vary 15-25% between runs on a 2-core machine.
+"""
+
+import argparse
+import http.client
+import multiprocessing
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 500
+GPUS_PER_CLIENT = 50
+PORT = int(os.environ.get("BENCH_PORT", "8765"))
+DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuloans_bench"
+)
+BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
+HISTORY_DAYS = 30
+
+
+def server_env() -> dict:
+    return {
+        **os.environ, "DATABASE_URL": DATABASE_URL, "DEBUG": "0",
+        "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        "ALLOWED_HOSTS": "127.0.0.1", "INGEST_REQUESTS_PER_MINUTE": "0",
+        "DJANGO_SETTINGS_MODULE": "bench.settings", "LOG_LEVEL": "WARNING",
+        "BEHIND_TLS_PROXY": "0",
+    }
+
+
+def recreate_database() -> None:
+    parts = urlsplit(DATABASE_URL)
+    name = parts.path.lstrip("/")
+    admin = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def manage(*args: str) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=server_env(), check=True)
+
+
+def prepare(clients: int) -> list[tuple[str, str]]:
+    """A tenant, product and baseline nodes, and partitions for the whole history."""
+    code = f"""
+from datetime import date, timedelta
+from loans.models import Tenant
+from metering.models import AttributionRule, Node
+from metering.partitions import ensure_partitions
+tenant = Tenant.objects.create(slug="bench", name="Bench")
+for c in range({clients}):
+    node = Node.objects.create(name=f"bench-{{c}}", default_tenant=tenant)
+    print(node.name, node.issue_token())
+    Node.objects.create(name=f"base-{{c}}")
+today = date.today()
+days = {{today - timedelta(days=k) for k in range({HISTORY_DAYS + 2})}}
+ensure_partitions(days | {{today + timedelta(days=1)}})
+"""
+    out = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+                         cwd=ROOT, env=server_env(), check=True, capture_output=True, text=True)
+    return [tuple(line.split()) for line in out.stdout.splitlines() if line.startswith("bench-")]
+
+
+def samples(client: int, batch: int, prefix: str) -> list[dict]:
+    """Batch `batch` of a client: its 50 GPUs over ten minutes never sent before."""
+    out = []
+    for step in range(BATCH // GPUS_PER_CLIENT):
+        ts = BASE - timedelta(minutes=batch * (BATCH // GPUS_PER_CLIENT) + step)
+        stamp = ts.isoformat().replace("+00:00", "Z")
+        for gpu in range(GPUS_PER_CLIENT):
+            out.append({
+                "gpu_uuid": f"GPU-{prefix}-{client:02d}-{gpu:03d}", "gpu_index": gpu % 8,
+                "model": "NVIDIA H100 80GB HBM3", "ts": stamp, "interval_s": 60,
+                "allocated": gpu % 5 != 0, "fraction": 1.0, "util_pct": float(gpu % 100),
+                "mem_used_mib": 40000 + gpu, "power_w": 350.5, "temp_c": 60,
+                "owner": {"namespace": "bench", "pod": f"train-{gpu % 7}"},
+            })
+    return out
+
+
+def post_loop(args: tuple) -> tuple[int, list[float], int]:
+    client, path, node, token, seconds, prefix = args
+    accepted, latencies, failures, batch = 0, [], 0, 0
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        body = orjson.dumps({"node": node, "agent_version": "bench", "samples":
+                             samples(client, batch, prefix)})
+        batch += 1
+        started = time.perf_counter()
+        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
+        conn.request("POST", path, body=body, headers=headers)
+        response = conn.getresponse()
+        answer = response.read()
+        conn.close()
+        latencies.append(time.perf_counter() - started)
+        if response.status == 202:
+            accepted += orjson.loads(answer)["accepted"]
+        else:
+            failures += 1
+    return accepted, latencies, failures
+
+
+def copy_loop(args: tuple) -> tuple[int, list[float], int]:
+    """Raw COPY of the same shape of rows, one transaction per 500-row batch."""
+    worker, seconds = args
+    rows_done, latencies, batch = 0, [], 0
+    columns = ("gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction",
+               "util_pct", "mem_used_mib", "power_w", "temp_c", "owner")
+    types = ["int4", "timestamptz", "int8", "int8", "int2", "bool", "float8", "float8", "int4",
+             "float8", "int2", "jsonb"]
+    with psycopg.connect(DATABASE_URL) as conn:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            rows = [
+                (1_000_000 + worker * 1000 + int(s["gpu_uuid"][-3:]),
+                 datetime.fromisoformat(s["ts"]), 0, None, 60, s["allocated"], 1.0,
+                 s["util_pct"], s["mem_used_mib"], 350.5, 60, s["owner"])
+                for s in samples(worker, batch, "copy")
+            ]
+            batch += 1
+            started = time.perf_counter()
+            statement = (f"COPY metering_usagesample ({', '.join(columns)}) "
+                         "FROM STDIN (FORMAT BINARY)")
+            with conn.transaction(), conn.cursor() as cursor, cursor.copy(statement) as copy:
+                copy.set_types(types)
+                for row in rows:
+                    copy.write_row(row)
+            latencies.append(time.perf_counter() - started)
+            rows_done += len(rows)
+    return rows_done, latencies, 0
+
+
+def run_phase(name: str, function, jobs: list) -> dict:
+    with multiprocessing.Pool(len(jobs)) as pool:
+        started = time.perf_counter()
+        results = pool.map(function, jobs)
+        elapsed = time.perf_counter() - started
+    count = sum(r[0] for r in results)
+    latencies = sorted(x for r in results for x in r[1])
+    failures = sum(r[2] for r in results)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0
+    figures = {"name": name, "rate": count / elapsed, "count": count, "failures": failures,
+               "p50": statistics.median(latencies) * 1000 if latencies else 0,
+               "p99": p99 * 1000, "batches": len(latencies)}
+    print(f"  {name:<10} {figures['rate']:>10,.0f} samples/s  p50 {figures['p50']:6.1f} ms  "
+          f"p99 {figures['p99']:6.1f} ms  {figures['batches']} batches, {failures} failed",
+          flush=True)
+    return figures
+
+
+def start_server(workers: int) -> subprocess.Popen:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "config.wsgi", "--workers", str(workers),
+         "--bind", f"127.0.0.1:{PORT}", "--log-level", "warning", "--timeout", "120"],
+        cwd=ROOT, env=server_env(), start_new_session=True,
+    )
+    for _ in range(100):
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=2)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    raise SystemExit("gunicorn did not answer /healthz")
+
+
+def rollups_exact() -> str:
+    """Compare the bench tenant's rollups with a recount of its raw samples, in SQL."""
+    query = """
+    WITH raw AS (
+        SELECT date_trunc('hour', ts, 'UTC') AS hour,
+               sum(CASE WHEN allocated THEN interval_s * fraction ELSE 0 END) AS alloc,
+               sum(CASE WHEN allocated THEN interval_s * fraction * COALESCE(util_pct, 0) / 100
+                        ELSE 0 END) AS busy,
+               count(*) AS n
+        FROM metering_usagesample WHERE tenant_id = %(t)s GROUP BY 1
+    ), inst AS (
+        SELECT date_trunc('hour', ts, 'UTC') AS hour, max(g) AS peak FROM (
+            SELECT ts, sum(fraction) AS g FROM metering_usagesample
+            WHERE tenant_id = %(t)s AND allocated GROUP BY ts) x GROUP BY 1
+    )
+    SELECT count(*) FILTER (WHERE r.hour IS NULL OR h.hour IS NULL
+                              OR abs(r.alloc - h.allocated_gpu_s) > 1e-6
+                              OR abs(r.busy - h.busy_gpu_s) > 1e-6 OR r.n <> h.sample_count
+                              OR abs(COALESCE(i.peak, 0) - h.peak_gpus) > 1e-9),
+           count(*)
+    FROM raw r FULL JOIN (SELECT * FROM metering_tenanthour WHERE tenant_id = %(t)s) h
+         ON h.hour = r.hour
+    LEFT JOIN inst i ON i.hour = r.hour
+    """
+    with psycopg.connect(DATABASE_URL) as conn:
+        tenant = conn.execute("SELECT id FROM loans_tenant WHERE slug = 'bench'").fetchone()[0]
+        wrong, hours = conn.execute(query, {"t": tenant}).fetchone()
+    verdict = "" if not wrong else " (NOT EXACT)"
+    return f"{hours - wrong} of {hours} hours equal a recount{verdict}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    print(f"database {DATABASE_URL}, {args.workers} gunicorn workers, {args.clients} clients, "
+          f"{BATCH}-sample batches, {args.seconds:g} s a phase", flush=True)
+    recreate_database()
+    manage("migrate", "-v0")
+    tokens = prepare(args.clients)
+
+    copy = run_phase("raw COPY", copy_loop, [(w, args.seconds) for w in range(args.workers)])
+    server = start_server(args.workers)
+    try:
+        product = run_phase("product", post_loop, [
+            (c, "/api/v1/samples", node, token, args.seconds, "prod")
+            for c, (node, token) in enumerate(tokens)])
+        baseline = run_phase("DRF", post_loop, [
+            (c, "/bench/drf-samples", f"base-{c}", "-", args.seconds, "base")
+            for c in range(args.clients)])
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    print(f"  product / raw COPY: {product['rate'] / copy['rate']:.0%} (target >= 60%)")
+    print(f"  product / DRF:      {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
+    print(f"  rollups: {rollups_exact()}")
+
+
+if __name__ == "__main__":
+    main()
