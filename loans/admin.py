@@ -7,6 +7,8 @@ from django.utils.translation import gettext_lazy as _
 from config.admin import ReadOnlyAdmin
 from loans.models import Contract, Membership, Plan, Statement, Tenant
 from loans.summary import current_summary
+from loans.tokens import ApiToken
+from metering.admin import show_tokens
 from metering.models import AttributionRule
 
 
@@ -117,3 +119,24 @@ class StatementAdmin(ReadOnlyAdmin):
     search_fields = ["contract__tenant__slug", "contract__plan__name"]
     list_select_related = ["contract__tenant", "contract__plan"]
     date_hierarchy = "period_start"
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Personal API tokens: issued here, shown once, stored hashed; delete one to revoke it."""
+
+    list_display = ["name", "user", "token_prefix", "created_at", "last_used_at"]
+    list_filter = ["user__is_staff"]
+    search_fields = ["name", "user__username", "token_prefix"]
+    autocomplete_fields = ["user"]
+    fields = ["user", "name"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        record, token = ApiToken.issue(user=obj.user, name=obj.name)
+        obj.pk, obj._token = record.pk, token
+
+    def response_add(self, request, obj, post_url_continue=None):
+        return show_tokens(self, request, [(obj, obj._token)], "admin/loans/apitoken/tokens.html")

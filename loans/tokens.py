@@ -50,7 +50,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer gplu_...`; anything else is left to the other authenticators."""
 
     def authenticate(self, request):
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        scheme, _space, token = request.headers.get("Authorization", "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token.startswith(API_TOKEN_PREFIX):
             return None

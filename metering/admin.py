@@ -99,16 +99,21 @@ class NodeAdmin(admin.ModelAdmin):
         return redirect(reverse("admin:metering_node_change", args=[node.pk]))
 
     def _show_tokens(self, request: HttpRequest, issued: list[tuple[Node, str]]) -> HttpResponse:
-        context = {
-            **self.admin_site.each_context(request),
-            "issued": issued,
-            "opts": self.model._meta,
-            "title": _("New node tokens"),
-            "server": request.build_absolute_uri("/").rstrip("/"),
-        }
-        response = TemplateResponse(request, "admin/metering/node/tokens.html", context)
-        add_never_cache_headers(response)
-        return response
+        return show_tokens(self, request, issued, "admin/metering/node/tokens.html")
+
+
+def show_tokens(model_admin, request: HttpRequest, issued: list, template: str) -> HttpResponse:
+    """The page that shows new tokens, once; never cached, never put in a message cookie."""
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "issued": issued,
+        "opts": model_admin.model._meta,
+        "title": _("New tokens"),
+        "server": request.build_absolute_uri("/").rstrip("/"),
+    }
+    response = TemplateResponse(request, template, context)
+    add_never_cache_headers(response)
+    return response
 
 
 @admin.register(Gpu)

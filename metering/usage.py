@@ -47,6 +47,31 @@ def tenant_hourly(tenant_id: int | None, start: datetime, end: datetime) -> dict
     return {hour: seconds / 3600 for hour, seconds in rows}
 
 
+@dataclass(frozen=True)
+class Hour:
+    hour: datetime
+    allocated_gpu_hours: float
+    busy_gpu_hours: float
+    peak_gpus: float
+    sample_count: int
+
+
+def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[Hour]:
+    """Every UTC hour in [start, end), zeros where nothing was metered."""
+    stored = {
+        hour: (allocated, busy, peak, count)
+        for hour, allocated, busy, peak, count in TenantHour.objects.filter(
+            tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end
+        ).values_list("hour", "allocated_gpu_s", "busy_gpu_s", "peak_gpus", "sample_count")
+    }
+    hours, hour = [], floor_hour(start)
+    while hour < end:
+        allocated, busy, peak, count = stored.get(hour, (0.0, 0.0, 0.0, 0))
+        hours.append(Hour(hour, allocated / 3600, busy / 3600, peak, count))
+        hour += HOUR
+    return hours
+
+
 @dataclass
 class _Sums:
     allocated_gpu_s: float = 0.0

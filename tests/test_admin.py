@@ -4,17 +4,19 @@ import re
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from loans.models import Contract, Plan
+from loans.tokens import ApiToken
 from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, rebuild_rollups
 
 CHANGELISTS = [
     "loans_tenant", "loans_membership", "loans_plan", "loans_contract", "loans_statement",
     "metering_node", "metering_gpu", "metering_attributionrule", "metering_tenanthour",
-    "metering_gpuhour", "metering_usagesample", "auth_user",
+    "metering_gpuhour", "metering_usagesample", "auth_user", "loans_apitoken",
 ]
 
 
@@ -172,3 +174,15 @@ def test_the_admin_speaks_simplified_chinese(client, operator):
     page = client.get("/zh-hans/admin/").content.decode()
     assert "<title>运维 | gpuloans</title>" in page
     assert "用量样本" in page and "计量" in page
+
+
+def test_an_api_token_issued_in_the_admin_is_shown_once_and_works(client, operator, lead):
+    client.force_login(operator)
+    response = client.post(reverse("admin:loans_apitoken_add"),
+                           {"user": lead.pk, "name": "grafana"})
+    token = token_on(response.content.decode())
+    assert "no-store" in response["Cache-Control"]
+    record = ApiToken.objects.get(name="grafana")
+    assert record.user == lead and token not in (record.token_hash, record.token_prefix)
+    api = Client().get("/api/v1/tenants/vision/usage", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert api.status_code == 200

@@ -11,6 +11,7 @@ from django.utils import timezone
 from loans.demo import OPERATOR, STORIES
 from loans.models import Contract, Membership, Plan, Tenant
 from loans.summary import current_summary
+from loans.tokens import ApiToken
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
 
@@ -111,3 +112,12 @@ def test_recount_rollups_rebuilds_a_range_and_reports_progress(db):
 def test_recount_rollups_refuses_bad_bounds(db, args, message):
     with pytest.raises(CommandError, match=message):
         run("recount_rollups", *args)
+
+
+def test_create_api_token_prints_a_token_for_the_user(lead):
+    out, err = run("create_api_token", "lead", "--name", "grafana")
+    assert "shown only now" in err
+    assert ApiToken.objects.get(name="grafana").user == lead
+    assert out.strip().startswith("gplu_")
+    with pytest.raises(CommandError, match="No user 'nobody'"):
+        run("create_api_token", "nobody")

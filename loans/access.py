@@ -1,0 +1,23 @@
+"""Who may see which tenant: the one place every page and endpoint asks."""
+
+from django.db.models import QuerySet
+from django.http import Http404
+
+from loans.models import Tenant
+
+
+def tenants_for(user) -> QuerySet[Tenant]:
+    """Operators (staff) see every tenant; everyone else the tenants they are a member of."""
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    if user.is_staff:
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user).distinct()
+
+
+def tenant_for_user(user, slug: str) -> Tenant:
+    """The tenant if this user may see it; otherwise 404, so others' tenants stay unknown."""
+    tenant = tenants_for(user).filter(slug=slug).first()
+    if tenant is None:
+        raise Http404("No such tenant.")
+    return tenant

@@ -1,0 +1,152 @@
+"""Serializers of the operators' API and the usage API's query. Models validate themselves
+(constraints and clean()); the serializers hand their messages back as 400s."""
+
+from copy import copy
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.conf import settings
+from django.core.exceptions import ValidationError as ModelValidationError
+from django.db import transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.translation import gettext as _
+from rest_framework import serializers
+
+from loans.models import Contract, Plan, Tenant
+from metering.models import AttributionRule
+from metering.usage import floor_hour
+
+MAX_SPAN = {"hour": timedelta(days=93), "day": timedelta(days=1100)}
+DEFAULT_SPAN = {"hour": timedelta(days=7), "day": timedelta(days=30)}
+
+
+class ModelCleanMixin:
+    """Run the model's own validation (field validators, clean(), constraints) on the values
+    the request would store, so the API refuses exactly what the admin refuses."""
+
+    nested: tuple[str, ...] = ()
+
+    def validate(self, attrs: dict) -> dict:
+        attrs = super().validate(attrs)
+        instance = copy(self.instance) if self.instance is not None else self.Meta.model()
+        for name, value in attrs.items():
+            if name not in self.nested:
+                setattr(instance, name, value)
+        try:
+            instance.full_clean()
+        except ModelValidationError as error:
+            raise serializers.ValidationError(serializers.as_serializer_error(error)) from None
+        return attrs
+
+
+class AttributionRuleSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AttributionRule
+        fields = ["field", "value", "priority"]
+        validators = []  # uniqueness is checked with the tenant, below
+
+
+class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
+    attribution_rules = AttributionRuleSerializer(many=True, required=False)
+    nested = ("attribution_rules",)
+
+    class Meta:
+        model = Tenant
+        fields = ["slug", "name", "attribution_rules", "created_at"]
+        read_only_fields = ["created_at"]
+
+    def validate_attribution_rules(self, rules: list[dict]) -> list[dict]:
+        keys = [(rule["field"], rule["value"]) for rule in rules]
+        if len(set(keys)) != len(keys):
+            raise serializers.ValidationError(_("A rule is listed twice."))
+        taken = AttributionRule.objects.exclude(tenant=self.instance).filter(
+            field__in=[f for f, _v in keys], value__in=[v for _f, v in keys])
+        clashes = [f"{r.field}={r.value} ({r.tenant.slug})" for r in taken.select_related("tenant")
+                   if (r.field, r.value) in keys]
+        if clashes:
+            raise serializers.ValidationError(
+                _("Already claimed by another tenant: %(rules)s") % {"rules": ", ".join(clashes)})
+        return rules
+
+    @transaction.atomic
+    def create(self, validated: dict) -> Tenant:
+        rules = validated.pop("attribution_rules", [])
+        tenant = Tenant.objects.create(**validated)
+        AttributionRule.objects.bulk_create(AttributionRule(tenant=tenant, **r) for r in rules)
+        return tenant
+
+    @transaction.atomic
+    def update(self, tenant: Tenant, validated: dict) -> Tenant:
+        rules = validated.pop("attribution_rules", None)
+        tenant = super().update(tenant, validated)
+        if rules is not None:  # the list given replaces the tenant's rules
+            tenant.attribution_rules.all().delete()
+            AttributionRule.objects.bulk_create(AttributionRule(tenant=tenant, **r) for r in rules)
+        return tenant
+
+
+class PlanSerializer(ModelCleanMixin, serializers.ModelSerializer):
+    class Meta:
+        model = Plan
+        fields = "__all__"
+
+
+class ContractSerializer(ModelCleanMixin, serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+
+    class Meta:
+        model = Contract
+        fields = "__all__"
+        read_only_fields = ["ends_on", "created_at"]
+
+
+def _moment(raw: str, zone: ZoneInfo, name: str) -> datetime:
+    """An ISO date (local midnight in `zone`) or date-time (with an offset, or local)."""
+    try:
+        value = parse_datetime(raw)
+        day = None if value else parse_date(raw)
+    except ValueError:
+        value = day = None
+    if value is None and day is None:
+        raise serializers.ValidationError(
+            {name: _("%(value)s is not an ISO 8601 date or date-time.") % {"value": raw[:40]}})
+    if value is None:
+        value = datetime.combine(day, time(0), tzinfo=zone)
+    elif timezone.is_naive(value):
+        value = value.replace(tzinfo=zone)
+    return value
+
+
+class UsageQuery(serializers.Serializer):
+    start = serializers.CharField(required=False, help_text="ISO date or date-time")
+    end = serializers.CharField(required=False, help_text="ISO date or date-time, exclusive")
+    granularity = serializers.ChoiceField(["hour", "day"], default="hour")
+    tz = serializers.CharField(required=False, help_text="IANA zone for days and bare dates")
+
+    def validate_tz(self, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise serializers.ValidationError(
+                _("%(value)s is not an IANA time zone.") % {"value": value[:64]}) from None
+        return value
+
+    def validate(self, attrs: dict) -> dict:
+        zone = ZoneInfo(attrs.get("tz") or settings.TIME_ZONE)
+        granularity = attrs["granularity"]
+        end = (_moment(attrs["end"], zone, "end") if "end" in attrs
+               else floor_hour(timezone.now()) + timedelta(hours=1))
+        start = (_moment(attrs["start"], zone, "start") if "start" in attrs
+                 else end - DEFAULT_SPAN[granularity])
+        if end <= start:
+            raise serializers.ValidationError({"end": _("end must be after start.")})
+        if end - start > MAX_SPAN[granularity]:
+            raise serializers.ValidationError({"start": _(
+                "At most %(days)s days by the %(unit)s; ask for days or a shorter range.")
+                % {"days": MAX_SPAN[granularity].days, "unit": granularity}})
+        return {"start": start, "end": end, "granularity": granularity, "zone": zone}
+
+
+def local_day(moment: datetime, zone: ZoneInfo) -> date:
+    return moment.astimezone(zone).date()

@@ -1,0 +1,61 @@
+"""Operators' API for nodes: creating one (or rotating its token) returns the token once."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from loans.api import OperatorViewSet
+from loans.models import Tenant
+from loans.serializers import ModelCleanMixin
+from metering.models import Node
+
+
+class NodeSerializer(ModelCleanMixin, serializers.ModelSerializer):
+    default_tenant = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Tenant.objects.all(), allow_null=True, required=False)
+    has_token = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Node
+        fields = ["id", "name", "default_tenant", "has_token", "token_prefix", "token_issued_at",
+                  "last_seen_at", "agent_version", "dropped_samples", "created_at"]
+        read_only_fields = ["token_prefix", "token_issued_at", "last_seen_at", "agent_version",
+                            "dropped_samples", "created_at"]
+
+
+class IssuedTokenSerializer(NodeSerializer):
+    token = serializers.CharField(read_only=True, help_text="Shown only in this answer.")
+
+    class Meta(NodeSerializer.Meta):
+        fields = [*NodeSerializer.Meta.fields, "token"]
+
+
+class NodeViewSet(OperatorViewSet):
+    queryset = Node.objects.select_related("default_tenant")
+    serializer_class = NodeSerializer
+
+    @extend_schema(responses={201: IssuedTokenSerializer})
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        response = super().create(request, *args, **kwargs)
+        node = Node.objects.get(pk=response.data["id"])
+        return Response(self._with_token(node, node.issue_token()), status=201)
+
+    @extend_schema(request=None, responses={200: IssuedTokenSerializer})
+    @action(detail=True, methods=["post"], url_path="rotate-token")
+    def rotate_token(self, request: Request, pk=None) -> Response:
+        node = self.get_object()
+        return Response(self._with_token(node, node.issue_token()))
+
+    @extend_schema(request=None, responses={200: NodeSerializer})
+    @action(detail=True, methods=["post"], url_path="revoke-token")
+    def revoke_token(self, request: Request, pk=None) -> Response:
+        node = self.get_object()
+        node.revoke_token()
+        return Response(NodeSerializer(node).data)
+
+    @staticmethod
+    def _with_token(node: Node, token: str) -> dict:
+        node.token = token
+        return IssuedTokenSerializer(node).data

@@ -1,0 +1,219 @@
+"""The REST API as integrations and operators call it, with API tokens."""
+
+import json
+from datetime import datetime, timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from loans.models import Plan, Tenant
+from loans.tokens import ApiToken
+from metering.models import AttributionRule, Gpu, Node, UsageSample
+from metering.usage import floor_hour, rebuild_rollups
+
+HOUR = timedelta(hours=1)
+
+
+def bearer(user) -> dict:
+    _record, token = ApiToken.issue(user=user, name="test")
+    return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
+@pytest.fixture
+def metered(tenant):
+    """Five hours of samples: two GPUs on the hour, minute by minute, half busy."""
+    node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
+    gpus = [Gpu.objects.create(uuid=f"GPU-{i}", node=node, index=i) for i in range(2)]
+    end = floor_hour(timezone.now()) - HOUR
+    start = end - 5 * HOUR
+    moment = start
+    while moment < end:
+        for gpu in gpus:
+            UsageSample.objects.create(gpu=gpu, ts=moment, node=node, tenant=tenant,
+                                       interval_s=60, allocated=True, util_pct=50.0)
+        moment += timedelta(minutes=1)
+    rebuild_rollups(start, end)
+    return start, end
+
+
+def usage(client, slug, headers, **query):
+    return client.get(f"/api/v1/tenants/{slug}/usage", query, **headers)
+
+
+@pytest.mark.parametrize(("actor", "status"), [
+    ("lead", 200), ("member", 200), ("outsider", 404), ("operator", 200),
+])
+def test_usage_is_visible_to_its_tenant_and_operators_only(client, request, metered, actor,
+                                                           status):
+    response = usage(client, "vision", bearer(request.getfixturevalue(actor)))
+    assert response.status_code == status
+
+
+def test_usage_without_or_with_a_bad_token_is_refused(client, metered):
+    assert usage(client, "vision", {}).status_code in (401, 403)
+    response = usage(client, "vision", {"HTTP_AUTHORIZATION": "Bearer gplu_forged"})
+    assert response.status_code == 401
+    assert "Unknown or revoked API token" in response.json()["detail"]
+
+
+def test_another_tenant_and_a_missing_one_look_the_same_to_a_lead(client, lead, other_tenant):
+    headers = bearer(lead)
+    assert usage(client, "speech", headers).status_code == 404
+    assert usage(client, "no-such-tenant", headers).status_code == 404
+
+
+def test_hourly_usage_agrees_with_a_recount_of_the_raw_samples(client, lead, metered):
+    start, end = metered
+    answer = usage(client, "vision", bearer(lead), start=start.isoformat(),
+                   end=end.isoformat()).json()
+    assert answer["granularity"] == "hour"
+    assert len(answer["rows"]) == 5
+    for row in answer["rows"]:
+        hour = datetime.fromisoformat(row["start"])
+        samples = UsageSample.objects.filter(ts__gte=hour, ts__lt=hour + HOUR)
+        assert row["allocated_gpu_hours"] == sum(s.interval_s for s in samples) / 3600
+        assert row["busy_gpu_hours"] == sum(s.interval_s * 0.5 for s in samples) / 3600
+        assert row["samples"] == samples.count() == 120
+        assert row["peak_gpus"] == 2
+    assert answer["totals"]["allocated_gpu_hours"] == 10.0
+
+
+def test_daily_usage_sums_hours_by_local_day_and_fills_gaps_with_zeros(client, operator,
+                                                                         metered):
+    start, end = metered
+    answer = usage(client, "vision", bearer(operator), granularity="day", tz="UTC",
+                   start=(start - timedelta(days=2)).date().isoformat(),
+                   end=(end + timedelta(days=1)).date().isoformat()).json()
+    assert answer["time_zone"] == "UTC"
+    assert sum(row["allocated_gpu_hours"] for row in answer["rows"]) == 10.0
+    assert answer["rows"][0]["allocated_gpu_hours"] == 0
+    assert all(row["start"].endswith("+00:00") for row in answer["rows"])
+
+
+@pytest.mark.parametrize(("query", "field", "message"), [
+    ({"start": "yesterday"}, "start", "is not an ISO 8601 date"),
+    ({"start": "2026-11-02", "end": "2026-11-01"}, "end", "end must be after start"),
+    ({"start": "2026-01-01", "end": "2026-12-01"}, "start", "At most 93 days by the hour"),
+    ({"granularity": "minute"}, "granularity", "is not a valid choice"),
+    ({"tz": "Mars/Olympus"}, "tz", "is not an IANA time zone"),
+])
+def test_a_bad_usage_query_is_a_400_naming_the_parameter(client, lead, query, field, message):
+    response = usage(client, "vision", bearer(lead), **query)
+    assert response.status_code == 400
+    assert message in str(response.json()[field])
+
+
+def api(client, method, url, headers, body=None):
+    return getattr(client, method)(url, json.dumps(body) if body is not None else None,
+                                   content_type="application/json", **headers)
+
+
+def test_operators_manage_tenants_with_their_attribution_rules(client, operator):
+    headers = bearer(operator)
+    created = api(client, "post", "/api/v1/tenants/", headers, {
+        "slug": "nlp", "name": "NLP", "attribution_rules": [
+            {"field": "namespace", "value": "nlp"}, {"field": "user", "value": "ann"}]})
+    assert created.status_code == 201, created.json()
+    assert {r["value"] for r in created.json()["attribution_rules"]} == {"nlp", "ann"}
+    replaced = api(client, "patch", "/api/v1/tenants/nlp/", headers, {
+        "attribution_rules": [{"field": "account", "value": "proj-nlp", "priority": 5}]})
+    assert replaced.status_code == 200
+    assert list(AttributionRule.objects.values_list("field", "value")) == [
+        ("account", "proj-nlp")]
+
+
+def test_a_rule_another_tenant_holds_is_refused_with_its_owner(client, operator, tenant):
+    AttributionRule.objects.create(tenant=tenant, field="namespace", value="shared")
+    response = api(client, "post", "/api/v1/tenants/", bearer(operator), {
+        "slug": "nlp", "name": "NLP", "attribution_rules": [
+            {"field": "namespace", "value": "shared"}]})
+    assert response.status_code == 400
+    assert "namespace=shared (vision)" in str(response.json())
+    assert not Tenant.objects.filter(slug="nlp").exists()
+
+
+def test_an_impossible_plan_is_a_400_with_the_models_message(client, operator):
+    response = api(client, "post", "/api/v1/plans/", bearer(operator), {
+        "name": "Broken", "base_quota_gpus": 8, "max_quota_gpus": 4,
+        "committed_gpu_hours": "100", "committed_rate": "10", "term_months": 12})
+    assert response.status_code == 400
+    assert "The max quota cannot be below the base quota." in str(response.json())
+    assert not Plan.objects.filter(name="Broken").exists()
+
+
+def test_an_overlapping_contract_is_a_400_and_a_good_one_is_created(client, operator,
+                                                                      contract, plan):
+    headers = bearer(operator)
+    clash = api(client, "post", "/api/v1/contracts/", headers, {
+        "tenant": "vision", "plan": plan.pk, "starts_on": "2027-01-01", "status": "active"})
+    assert clash.status_code == 400
+    assert "already has an active contract" in str(clash.json())
+    renewal = api(client, "post", "/api/v1/contracts/", headers, {
+        "tenant": "vision", "plan": plan.pk, "starts_on": str(contract.ends_on),
+        "status": "active", "committed_gpu_hours": "1200.00"})
+    assert renewal.status_code == 201, renewal.json()
+    assert renewal.json()["ends_on"] == "2028-11-01"
+    listed = client.get("/api/v1/contracts/", {"tenant": "vision", "status": "active"}, **headers)
+    assert listed.json()["count"] == 2
+
+
+def test_deleting_a_plan_in_use_is_a_409_not_a_server_error(client, operator, contract, plan):
+    response = client.delete(f"/api/v1/plans/{plan.pk}/", **bearer(operator))
+    assert response.status_code == 409
+    assert "contracts" in response.json()["detail"]
+
+
+def test_creating_a_node_returns_its_token_once(client, operator, tenant):
+    headers = bearer(operator)
+    created = api(client, "post", "/api/v1/nodes/", headers,
+                  {"name": "gpu-node-07", "default_tenant": "vision"})
+    assert created.status_code == 201
+    token = created.json()["token"]
+    node = Node.objects.get(name="gpu-node-07")
+    assert Node.objects.by_token(token) == node and node.default_tenant == tenant
+    shown = client.get(f"/api/v1/nodes/{node.pk}/", **headers).json()
+    assert "token" not in shown and shown["has_token"] is True
+    rotated = api(client, "post", f"/api/v1/nodes/{node.pk}/rotate-token/", headers).json()
+    assert Node.objects.by_token(token) is None
+    assert Node.objects.by_token(rotated["token"]) == node
+    api(client, "post", f"/api/v1/nodes/{node.pk}/revoke-token/", headers)
+    assert Node.objects.by_token(rotated["token"]) is None
+
+
+def test_a_bad_node_name_is_a_400(client, operator):
+    response = api(client, "post", "/api/v1/nodes/", bearer(operator), {"name": "bad name!"})
+    assert response.status_code == 400
+    assert "Use 1-63 letters" in str(response.json()["name"])
+
+
+@pytest.mark.parametrize("actor", ["lead", "member", "outsider"])
+def test_tenant_users_cannot_use_the_operators_api(client, request, actor):
+    headers = bearer(request.getfixturevalue(actor))
+    for url in ("/api/v1/tenants/", "/api/v1/plans/", "/api/v1/contracts/", "/api/v1/nodes/"):
+        assert client.get(url, **headers).status_code == 403
+
+
+def test_an_api_token_is_stored_hashed_and_dies_with_its_record(client, operator):
+    record, token = ApiToken.issue(user=operator, name="grafana")
+    assert token not in (record.token_hash, record.token_prefix)
+    headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    assert client.get("/api/v1/plans/", **headers).status_code == 200
+    record.delete()
+    assert client.get("/api/v1/plans/", **headers).status_code == 401
+
+
+def test_the_schema_and_docs_are_served_with_local_assets(client):
+    schema = client.get("/api/schema/", HTTP_ACCEPT="application/json")
+    assert schema.status_code == 200
+    paths = json.loads(schema.content)["paths"]
+    assert "/api/v1/samples" in paths and "/api/v1/tenants/{slug}/usage" in paths
+    docs = client.get("/api/docs/").content.decode()
+    assert "swagger-ui" in docs
+    assert "http://" not in docs.replace("http://testserver", "")
+    assert "https://" not in docs
+    assets = [a for a in docs.split('"') if a.startswith("/static/")]
+    assert assets
+    for asset in assets:
+        assert Client().get(asset).status_code == 200, asset
+
