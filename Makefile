@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test install install-dev lint browser
+.PHONY: demo test install install-dev lint browser bench-ingest
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,3 +34,7 @@ browser:
 test: lint browser
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
 	DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -m "not postgresql"
+
+# Ingestion throughput against raw COPY and a DRF baseline (PostgreSQL; see bench/ingest.py).
+bench-ingest: install-dev
+	$(BIN)/python bench/ingest.py

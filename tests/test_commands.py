@@ -121,3 +121,13 @@ def test_create_api_token_prints_a_token_for_the_user(lead):
     assert out.strip().startswith("gplu_")
     with pytest.raises(CommandError, match="No user 'nobody'"):
         run("create_api_token", "nobody")
+
+
+def test_purge_raw_samples_reports_what_it_forgot(db, settings):
+    settings.RAW_RETENTION_DAYS = 1
+    run("seed_demo", "--days", "3")
+    before = UsageSample.objects.count()
+    out, _ = run("purge_raw_samples")
+    assert "Raw samples before" in out
+    assert 0 < UsageSample.objects.count() < before
+    assert TenantHour.objects.filter(hour__lt=timezone.now() - timedelta(days=2)).exists()
