@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import orjson
 import psycopg
+from psycopg.types.json import set_json_dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 500
@@ -136,6 +137,7 @@ def copy_loop(args: tuple) -> tuple[int, list[float], int]:
     types = ["int4", "timestamptz", "int8", "int8", "int2", "bool", "float8", "float8", "int4",
              "float8", "int2", "jsonb"]
     with psycopg.connect(DATABASE_URL) as conn:
+        set_json_dumps(orjson.dumps, context=conn)  # the same JSON encoder as the product
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             rows = [

@@ -20,6 +20,7 @@ import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F
+from psycopg.types.json import set_json_dumps
 
 from metering import partitions, protocol
 from metering.attribution import Attributor, Rule
@@ -250,7 +251,8 @@ SELECT (SELECT count(*) FROM ins), (SELECT count(*) FROM th), (SELECT count(*) F
 
 # Staged samples whose key is stored with other values (run only when some were not inserted;
 # a fresh statement, so it sees what concurrent batches committed meanwhile).
-DIRECT = f"COPY metering_usagesample ({', '.join(COLUMNS[1:])}) FROM STDIN"
+DIRECT = f"COPY metering_usagesample ({', '.join(COLUMNS[1:])}) FROM STDIN (FORMAT BINARY)"
+STAGED = f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
 
 # The sums of new samples, added to the rollups: the same upserts as in STORE, from arrays.
 ADD_SUMS = """
@@ -297,35 +299,23 @@ WHERE ({", ".join(f"u.{c}" for c in READING)}) IS DISTINCT FROM
 """
 
 
-def _copy_text(rows: list[tuple], with_index: bool = True) -> bytes:
-    """The batch in COPY's text format, built column by column: several times faster than
-    binary COPY's per-value dumpers in Python. Floats use repr (shortest exact form); JSON
-    escapes control characters, so only its backslashes need COPY's escaping."""
-    (index, gpu, ts, node, tenant, interval, allocated, fraction, util, memory, power, temp,
-     owner) = zip(*rows, strict=True)
-    stamps = {moment: moment.isoformat() for moment in set(ts)}
-    owners = {id(o): orjson.dumps(o).decode().replace(BACKSLASH, ESCAPED)
-              for o in owner if o is not None}
-    columns = [
-        map(str, gpu),
-        map(stamps.__getitem__, ts),
-        map(str, node),
-        [NULL if v is None else str(v) for v in tenant],
-        map(str, interval),
-        ["t" if v else "f" for v in allocated],
-        map(repr, fraction),
-        [NULL if v is None else repr(v) for v in util],
-        [NULL if v is None else str(v) for v in memory],
-        [NULL if v is None else repr(v) for v in power],
-        [NULL if v is None else str(v) for v in temp],
-        [NULL if o is None else owners[id(o)] for o in owner],
-    ]
-    if with_index:
-        columns.insert(0, map(str, index))
-    return ("\n".join(map("\t".join, zip(*columns, strict=True))) + "\n").encode()
+TYPES = ["int4", "int4", "timestamptz", "int8", "int8", "int2", "bool", "float8", "float8",
+         "int4", "float8", "int2", "jsonb"]
 
 
-NULL, BACKSLASH, ESCAPED = "\\N", "\\", "\\\\"
+def _copy_rows(raw, statement: str, rows: list[tuple], *, with_index: bool) -> None:
+    """Binary COPY: PostgreSQL parses binary values faster than text, and with owners encoded
+    by orjson (instead of the standard json module) it is the cheapest path on both sides."""
+    set_json_dumps(orjson.dumps, context=raw)
+    with raw.copy(statement) as copy:
+        if with_index:
+            copy.set_types(TYPES)
+            for row in rows:
+                copy.write_row(row)
+        else:
+            copy.set_types(TYPES[1:])
+            for row in rows:
+                copy.write_row(row[1:])
 
 
 def _staging(cursor) -> None:
@@ -349,8 +339,8 @@ def _write_postgresql(rows: list[tuple], node: Node, envelope: protocol.Envelope
     with transaction.atomic(), connection.cursor() as cursor:
         raw = cursor.cursor
         try:
-            with transaction.atomic(), raw.copy(DIRECT) as copy:
-                copy.write(_copy_text(rows, with_index=False))
+            with transaction.atomic():
+                _copy_rows(raw, DIRECT, rows, with_index=False)
         except psycopg.errors.UniqueViolation:
             inserted, conflicts = _store_through_staging(raw, rows)
         else:
@@ -361,8 +351,7 @@ def _write_postgresql(rows: list[tuple], node: Node, envelope: protocol.Envelope
 
 
 def _store_through_staging(raw, rows: list[tuple]) -> tuple[int, list[int]]:
-    with raw.copy(f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-        copy.write(_copy_text(rows))
+    _copy_rows(raw, STAGED, rows, with_index=True)
     raw.execute(STORE)
     inserted = raw.fetchone()[0]
     conflicts = []
