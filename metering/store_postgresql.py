@@ -1,0 +1,219 @@
+"""Writing a batch to PostgreSQL.
+
+Fresh samples (the common case) are COPYed straight into the sample table; a batch holding a
+stored key (a retry) fails that COPY on the primary key and goes through a temporary staging
+table instead, inserting with ON CONFLICT DO NOTHING. Either way the rollups get exactly the
+inserted rows, from sums made here, in one statement.
+
+Peaks stay exact under concurrent batches because the GPUs a tenant held at each instant are a
+row of their own (TenantInstant): a batch adds to it under the row's lock and gets back the
+total, which includes every batch committed before; an hour's peak is the greatest of those.
+Rows and upserts are sorted, so concurrent batches lock rows in one order (no deadlocks).
+"""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import orjson
+import psycopg
+from django.db import connection, transaction
+from psycopg.types.json import set_json_dumps
+
+from metering import partitions
+from metering.store import COLUMNS, READING, batch_sums
+
+STAGING = """
+CREATE TEMPORARY TABLE IF NOT EXISTS ingest_staging (
+    idx integer, gpu_id integer, ts timestamptz, node_id bigint, tenant_id bigint,
+    interval_s smallint, allocated boolean, fraction float8, util_pct float8,
+    mem_used_mib integer, power_w float8, temp_c smallint, owner jsonb
+) ON COMMIT DELETE ROWS
+"""
+
+# Sorted inserts and upserts: two batches always lock rows in the same order (no deadlocks).
+DIRECT = f"COPY metering_usagesample ({', '.join(COLUMNS[1:])}) FROM STDIN (FORMAT BINARY)"
+STAGED = f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+INSERT_STAGED = f"""
+INSERT INTO metering_usagesample ({", ".join(COLUMNS[1:])})
+SELECT {", ".join(COLUMNS[1:])} FROM ingest_staging ORDER BY gpu_id, ts
+ON CONFLICT DO NOTHING
+RETURNING gpu_id, ts
+"""
+
+# The sums of new samples added to the rollups, from arrays, in one statement.
+ADD_SUMS = """
+WITH inst AS (
+    INSERT INTO metering_tenantinstant AS t (tenant_id, ts, gpus)
+    SELECT * FROM unnest(%(i_tenant)s::bigint[], %(i_ts)s::timestamptz[], %(i_gpus)s::float8[])
+    ON CONFLICT (ts, (COALESCE(tenant_id, 0))) DO UPDATE SET gpus = t.gpus + EXCLUDED.gpus
+    RETURNING tenant_id, date_trunc('hour', ts, 'UTC') AS hour, gpus
+), peaks AS (
+    SELECT tenant_id, hour, max(gpus) AS gpus FROM inst GROUP BY tenant_id, hour
+), th AS (
+    INSERT INTO metering_tenanthour AS t (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                          sample_count, peak_gpus)
+    SELECT s.tenant_id, s.hour, s.alloc_s, s.busy_s, s.n, COALESCE(p.gpus, 0)
+    FROM unnest(%(t_tenant)s::bigint[], %(t_hour)s::timestamptz[], %(t_alloc)s::float8[],
+                %(t_busy)s::float8[], %(t_n)s::int[]) WITH ORDINALITY
+         AS s(tenant_id, hour, alloc_s, busy_s, n, position)
+    LEFT JOIN peaks p ON p.hour = s.hour AND p.tenant_id IS NOT DISTINCT FROM s.tenant_id
+    ORDER BY s.position
+    ON CONFLICT (hour, (COALESCE(tenant_id, 0))) DO UPDATE SET
+        allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
+        busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
+        sample_count = t.sample_count + EXCLUDED.sample_count,
+        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+    RETURNING 1
+)
+INSERT INTO metering_gpuhour AS t (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                   sample_count, peak_gpus)
+SELECT * FROM unnest(%(g_gpu)s::int[], %(g_tenant)s::bigint[], %(g_hour)s::timestamptz[],
+                     %(g_alloc)s::float8[], %(g_busy)s::float8[], %(g_n)s::int[],
+                     %(g_peak)s::float8[])
+ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
+    allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
+    busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
+    sample_count = t.sample_count + EXCLUDED.sample_count,
+    peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+"""
+
+# Staged samples whose key is stored with other values (run only when some were not inserted;
+# a fresh statement, so it sees what concurrent batches committed meanwhile).
+DIRECT = f"COPY metering_usagesample ({', '.join(COLUMNS[1:])}) FROM STDIN (FORMAT BINARY)"
+STAGED = f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
+
+# The sums of new samples added to the rollups, from arrays, in one statement.
+ADD_SUMS = """
+WITH inst AS (
+    INSERT INTO metering_tenantinstant AS t (tenant_id, ts, gpus)
+    SELECT * FROM unnest(%(i_tenant)s::bigint[], %(i_ts)s::timestamptz[], %(i_gpus)s::float8[])
+    ON CONFLICT (ts, (COALESCE(tenant_id, 0))) DO UPDATE SET gpus = t.gpus + EXCLUDED.gpus
+    RETURNING tenant_id, date_trunc('hour', ts, 'UTC') AS hour, gpus
+), peaks AS (
+    SELECT tenant_id, hour, max(gpus) AS gpus FROM inst GROUP BY tenant_id, hour
+), th AS (
+    INSERT INTO metering_tenanthour AS t (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                          sample_count, peak_gpus)
+    SELECT s.tenant_id, s.hour, s.alloc_s, s.busy_s, s.n, COALESCE(p.gpus, 0)
+    FROM unnest(%(t_tenant)s::bigint[], %(t_hour)s::timestamptz[], %(t_alloc)s::float8[],
+                %(t_busy)s::float8[], %(t_n)s::int[]) WITH ORDINALITY
+         AS s(tenant_id, hour, alloc_s, busy_s, n, position)
+    LEFT JOIN peaks p ON p.hour = s.hour AND p.tenant_id IS NOT DISTINCT FROM s.tenant_id
+    ORDER BY s.position
+    ON CONFLICT (hour, (COALESCE(tenant_id, 0))) DO UPDATE SET
+        allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
+        busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
+        sample_count = t.sample_count + EXCLUDED.sample_count,
+        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+    RETURNING 1
+)
+INSERT INTO metering_gpuhour AS t (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                   sample_count, peak_gpus)
+SELECT * FROM unnest(%(g_gpu)s::int[], %(g_tenant)s::bigint[], %(g_hour)s::timestamptz[],
+                     %(g_alloc)s::float8[], %(g_busy)s::float8[], %(g_n)s::int[],
+                     %(g_peak)s::float8[])
+ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
+    allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
+    busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
+    sample_count = t.sample_count + EXCLUDED.sample_count,
+    peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+"""
+
+CONFLICTS = f"""
+SELECT s.idx FROM ingest_staging s
+JOIN metering_usagesample u ON u.gpu_id = s.gpu_id AND u.ts = s.ts
+WHERE ({", ".join(f"u.{c}" for c in READING)}) IS DISTINCT FROM
+      ({", ".join(f"s.{c}" for c in READING)})
+"""
+
+
+TYPES = ["int4", "int4", "timestamptz", "int8", "int8", "int2", "bool", "float8", "float8",
+         "int4", "float8", "int2", "jsonb"]
+
+
+def _copy_rows(raw, statement: str, rows: list[tuple], *, with_index: bool) -> None:
+    """Binary COPY: PostgreSQL parses binary values faster than text, and with owners encoded
+    by orjson (instead of the standard json module) it is the cheapest path on both sides."""
+    set_json_dumps(orjson.dumps, context=raw)
+    with raw.copy(statement) as copy:
+        if with_index:
+            copy.set_types(TYPES)
+            for row in rows:
+                copy.write_row(row)
+        else:
+            copy.set_types(TYPES[1:])
+            for row in rows:
+                copy.write_row(row[1:])
+
+
+def _staging(cursor) -> None:
+    """The temporary staging table, created once per connection. Only a creation outside any
+    transaction is remembered: one inside a transaction (tests) may be rolled back with it."""
+    if not getattr(connection, "gpuloans_staging", False):
+        cursor.execute(STAGING)
+        if not connection.in_atomic_block:
+            connection.gpuloans_staging = True
+
+
+def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]]:
+    """Store the rows; returns how many were new and the batch indexes of conflicts.
+    `finish` runs last inside the batch's transaction."""
+    partitions.ensure_partitions({row[2].astimezone(UTC).date() for row in rows})
+    rows = sorted(rows, key=lambda row: (row[1], row[2]))
+    with connection.cursor() as cursor:
+        _staging(cursor.cursor)
+    with transaction.atomic(), connection.cursor() as cursor:
+        raw = cursor.cursor
+        try:
+            with transaction.atomic():
+                _copy_rows(raw, DIRECT, rows, with_index=False)
+            new, conflicts = rows, []
+        except psycopg.errors.UniqueViolation:
+            new, conflicts = _through_staging(raw, rows)
+        if new:
+            _add_sums(raw, *batch_sums(new))
+        finish()
+    return len(new), conflicts
+
+
+def _through_staging(raw, rows: list[tuple]) -> tuple[list[tuple], list[int]]:
+    # Emptied at every commit; emptied here too for a caller that batches in one transaction.
+    raw.execute("DELETE FROM ingest_staging")
+    _copy_rows(raw, STAGED, rows, with_index=True)
+    raw.execute(INSERT_STAGED)
+    inserted = set(raw.fetchall())
+    new = [row for row in rows if (row[1], row[2]) in inserted]
+    conflicts = []
+    if len(new) < len(rows):
+        raw.execute(CONFLICTS)
+        conflicts = [index for (index,) in raw.fetchall()]
+    return new, conflicts
+
+
+def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:
+    """Add a batch's sums to the rollups in one statement (arrays in, sorted upserts)."""
+    tenant_keys = sorted(by_tenant, key=lambda key: (key[0] or 0, key[1]))
+    gpu_keys = sorted(by_gpu, key=lambda key: (key[0], key[1] or 0, key[2]))
+    instant_keys = sorted(instants, key=lambda key: (key[0] or 0, key[1]))
+    raw.execute(ADD_SUMS, {name: _array(values) for name, values in {
+        "i_tenant": [key[0] for key in instant_keys], "i_ts": [key[1] for key in instant_keys],
+        "i_gpus": [instants[key] for key in instant_keys],
+        "t_tenant": [key[0] for key in tenant_keys], "t_hour": [key[1] for key in tenant_keys],
+        "t_alloc": [by_tenant[key].allocated_gpu_s for key in tenant_keys],
+        "t_busy": [by_tenant[key].busy_gpu_s for key in tenant_keys],
+        "t_n": [by_tenant[key].sample_count for key in tenant_keys],
+        "g_gpu": [key[0] for key in gpu_keys], "g_tenant": [key[1] for key in gpu_keys],
+        "g_hour": [key[2] for key in gpu_keys],
+        "g_alloc": [by_gpu[key].allocated_gpu_s for key in gpu_keys],
+        "g_busy": [by_gpu[key].busy_gpu_s for key in gpu_keys],
+        "g_n": [by_gpu[key].sample_count for key in gpu_keys],
+        "g_peak": [by_gpu[key].peak_gpus for key in gpu_keys],
+    }.items()})
+
+
+def _array(values: list) -> str:
+    """A PostgreSQL array literal: one string parameter instead of a list that the driver
+    would quote element by element."""
+    return "{" + ",".join(
+        "NULL" if v is None else f'"{v.isoformat()}"' if isinstance(v, datetime) else repr(v)
+        for v in values) + "}"
