@@ -1,0 +1,23 @@
+"""Tenants, their members, the plan catalogue, contracts, statements and API tokens."""
+
+from loans.models.contracts import Contract, Terms
+from loans.models.fields import (
+    MAX_HOURS_PER_PERIOD,
+    MAX_TERM_MONTHS,
+    currency_validator,
+    default_currency,
+    default_time_zone,
+    non_negative,
+    slug_validator,
+    validate_time_zone,
+)
+from loans.models.plans import Plan
+from loans.models.statements import Statement
+from loans.models.tenants import Membership, Tenant
+from loans.tokens import ApiToken
+
+__all__ = [
+    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "ApiToken", "Contract", "Membership", "Plan",
+    "Statement", "Tenant", "Terms", "currency_validator", "default_currency",
+    "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
+]

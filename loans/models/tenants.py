@@ -1,0 +1,53 @@
+"""Tenants (teams) and their members."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from loans.models.fields import slug_validator
+
+
+class Tenant(models.Model):
+    """A team that holds contracts; its members see only its own figures."""
+
+    slug = models.CharField(_("slug"), max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(_("name"), max_length=200)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        verbose_name = _("tenant")
+        verbose_name_plural = _("tenants")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        LEAD = "lead", _("lead")
+        MEMBER = "member", _("member")
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(_("role"), max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        verbose_name = _("membership")
+        verbose_name_plural = _("memberships")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "tenant"],
+                name="membership_once_per_tenant",
+                violation_error_message=_("This user is already a member of this tenant."),
+            ),
+            models.CheckConstraint(
+                condition=Q(role__in=["lead", "member"]), name="membership_role_known"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.tenant.slug} ({self.role})"
