@@ -127,11 +127,8 @@ def seed(
 
     end = floor_hour(now)
     start = end - timedelta(days=days)
-    attribute = _attribution()
-    for story in STORIES:
-        count = _write(_story_samples(story, start, end, zone), attribute)
-        log(f"usage: {story.slug}, {count} hourly samples (those already stored are kept)")
-    _write(_sandbox_samples(start, end), attribute)
+    count = _write(_fleet_samples(start, end, zone), _attribution())
+    log(f"usage: {count} hourly samples offered (those already stored are kept)")
     log("rollups: recounting from the samples")
     rebuild_rollups(start, end)
     return logins
@@ -186,36 +183,61 @@ def _pool(node_names: list[str]) -> list[Gpu]:
     return list(Gpu.objects.filter(node__name__in=node_names).order_by("node__name", "index"))
 
 
-def _story_samples(story: Story, start: datetime, end: datetime, zone: ZoneInfo):
-    pool = _pool([name for name, _model in story.nodes])
-    hour = start
-    while hour < end:
-        local = hour.astimezone(zone)
-        rng = random.Random(f"{story.slug}:{hour.isoformat()}")
-        bursting = is_bursting(story, local.date())
-        held = min(len(pool), gpus_held(story, local, rng, bursting))
-        # Rotate which GPUs are held by day, as a scheduler would spread jobs.
-        offset = local.toordinal() % len(pool)
-        for position in range(len(pool)):
-            gpu = pool[(position + offset) % len(pool)]
-            allocated = position < held
-            util = min(100.0, max(0.0, rng.gauss(story.util + (12 if bursting else 0), 8)))
-            yield _sample(gpu, hour, allocated, round(util, 1) if allocated else 0.0,
-                          {"namespace": story.slug} if allocated else None)
-        hour += HOUR
+def hour_state(story: Story, hour: datetime, zone: ZoneInfo, size: int) -> list[tuple]:
+    """(position in the story's GPU pool, allocated, utilisation) of each GPU in one hour."""
+    local = hour.astimezone(zone)
+    rng = random.Random(f"{story.slug}:{hour.isoformat()}")
+    bursting = is_bursting(story, local.date())
+    held = min(size, gpus_held(story, local, rng, bursting))
+    offset = local.toordinal() % size  # which GPUs are held rotates by day, as jobs move
+    state = []
+    for position in range(size):
+        util = min(100.0, max(0.0, rng.gauss(story.util + (12 if bursting else 0), 8)))
+        allocated = position < held
+        state.append(((position + offset) % size, allocated, round(util, 1) if allocated else 0.0))
+    return state
 
 
-def _sandbox_samples(start: datetime, end: datetime):
-    pool = _pool([SANDBOX_NODE[0]])
+def sandbox_state(hour: datetime, size: int) -> list[tuple]:
+    rng = random.Random(f"sandbox:{hour.isoformat()}")
+    held = rng.choice([0, 1, 1, 2])
+    return [(position, position < held, round(rng.uniform(20, 60), 1) if position < held else 0.0)
+            for position in range(size)]
+
+
+def fleet_state(hour: datetime, zone: ZoneInfo, pools: dict[str, list]) -> list[tuple]:
+    """(GPU, allocated, utilisation, owner) of every demo GPU in one hour; `pools` maps each
+    story's slug (and "sandbox") to its GPUs."""
+    out = []
+    for story in STORIES:
+        pool = pools[story.slug]
+        for position, allocated, util in hour_state(story, hour, zone, len(pool)):
+            out.append((pool[position], allocated, util,
+                        {"namespace": story.slug} if allocated else None))
+    pool = pools["sandbox"]
+    for position, allocated, util in sandbox_state(hour, len(pool)):
+        out.append((pool[position], allocated, util,
+                    {"namespace": "sandbox"} if allocated else None))
+    return out
+
+
+def pools() -> dict[str, list]:
+    """The demo's GPUs: each story's pool, in a fixed order, and the sandbox node's."""
+    found = {story.slug: _pool([name for name, _model in story.nodes]) for story in STORIES}
+    found["sandbox"] = _pool([SANDBOX_NODE[0]])
+    return found
+
+
+def _fleet_samples(start: datetime, end: datetime, zone: ZoneInfo):
+    """Hourly samples, except for GPU-hours that live (simulated) agents already reported."""
+    live = {(gpu, floor_hour(ts)) for gpu, ts in UsageSample.objects.filter(
+        ts__gte=start, ts__lt=end, interval_s__lt=3600).values_list("gpu_id", "ts")}
+    demo_pools = pools()
     hour = start
     while hour < end:
-        rng = random.Random(f"sandbox:{hour.isoformat()}")
-        held = rng.choice([0, 1, 1, 2])
-        for position, gpu in enumerate(pool):
-            allocated = position < held
-            util = round(rng.uniform(20, 60), 1) if allocated else 0.0
-            yield _sample(gpu, hour, allocated, util,
-                          {"namespace": "sandbox"} if allocated else None)
+        for gpu, allocated, util, owner in fleet_state(hour, zone, demo_pools):
+            if (gpu.pk, hour) not in live:
+                yield _sample(gpu, hour, allocated, util, owner)
         hour += HOUR
 
 

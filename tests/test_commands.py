@@ -14,6 +14,7 @@ from loans.summary import current_summary
 from loans.tokens import ApiToken
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
+from tests.helpers import assert_rollups_equal_a_recount
 
 
 def run(*args) -> tuple[str, str]:
@@ -131,3 +132,31 @@ def test_purge_raw_samples_reports_what_it_forgot(db, settings):
     assert "Raw samples before" in out
     assert 0 < UsageSample.objects.count() < before
     assert TenantHour.objects.filter(hour__lt=timezone.now() - timedelta(days=2)).exists()
+
+
+def test_simulated_agents_post_the_demo_fleet_through_the_protocol(live_server):
+    run("seed_demo", "--days", "1")
+    before = UsageSample.objects.filter(interval_s=60).count()
+    out, err = run("simulate_agents", "--server", live_server.url, "--rounds", "1")
+    gpus = (sum(len(story.nodes) for story in STORIES) + 1) * 8
+    assert f"posted {gpus} samples: {gpus} accepted, 0 rejected" in out, err
+    assert UsageSample.objects.filter(interval_s=60).count() - before == gpus
+    assert_rollups_equal_a_recount()
+
+
+def test_seeding_again_keeps_the_hours_live_agents_reported(db):
+    run("seed_demo", "--days", "2")
+    gpu = Gpu.objects.order_by("pk").first()
+    hour = floor_hour(timezone.now()) - timedelta(hours=5)
+    UsageSample.objects.filter(gpu=gpu, ts=hour).delete()
+    UsageSample.objects.create(gpu=gpu, node=gpu.node, ts=hour + timedelta(minutes=7),
+                               interval_s=60, allocated=True)
+    run("seed_demo", "--days", "2")
+    assert not UsageSample.objects.filter(gpu=gpu, ts=hour).exists()
+
+
+def test_simulate_agents_needs_the_demo_and_a_web_address(db):
+    with pytest.raises(CommandError, match="run `python manage.py seed_demo` first"):
+        run("simulate_agents", "--rounds", "1")
+    with pytest.raises(CommandError, match="must be an http:// or https:// address"):
+        run("simulate_agents", "--server", "file:///etc/passwd", "--rounds", "1")
