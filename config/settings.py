@@ -269,7 +269,7 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "gpuloans API",
-    "DESCRIPTION": "Agent protocol v1 (POST /api/v1/samples), usage and burn-down for "
+    "DESCRIPTION": "Agent protocol v1 (POST /api/v1/samples), usage for "
     "integrations, and the operators' API.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
