@@ -8,7 +8,7 @@ import time
 import orjson
 from django.conf import settings
 from django.core.cache import cache
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -82,9 +82,7 @@ def samples(request: HttpRequest) -> HttpResponse:
     except protocol.ProtocolError as error:
         return _refuse(error.status, error.message)
     except (OperationalError, InterfaceError):
-        return _refuse(503, "database unavailable; keep the batch and retry", Retry_After="5")
-    except DatabaseError as error:
-        if "could not serialize" in str(error) or "deadlock" in str(error):
-            return _refuse(503, "busy; retry", Retry_After="1")
-        raise
+        # Unreachable, restarting, or a deadlock victim: nothing of the batch was stored.
+        return _refuse(503, "database busy or unavailable; keep the batch and retry",
+                       Retry_After="5")
     return _answer(202, result.as_dict())

@@ -162,7 +162,9 @@ def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]
     rows = sorted(rows, key=lambda row: (row[1], row[2]))
     with connection.cursor() as cursor:
         _staging(cursor.cursor)
-    with transaction.atomic(), connection.cursor() as cursor:
+    # The raw psycopg cursor bypasses Django's error translation; restore it, so that a lost
+    # connection or a deadlock reaches the view as django.db.OperationalError (a 503).
+    with transaction.atomic(), connection.cursor() as cursor, connection.wrap_database_errors:
         raw = cursor.cursor
         try:
             with transaction.atomic():

@@ -321,3 +321,20 @@ def test_overlapping_batches_posted_concurrently_leave_exact_rollups(transaction
     assert UsageSample.objects.count() == 2 * 8 * 30
     assert_rollups_equal_a_recount()
     assert max(TenantHour.objects.values_list("peak_gpus", flat=True)) == 2 * (4 + 4 * 0.5)
+
+
+@pytest.mark.postgresql
+def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(client, token, monkeypatch):
+    import psycopg
+
+    from metering import store_postgresql
+
+    def lost(*args, **kwargs):
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store_postgresql, "_add_sums", lost)
+    response = post(client, token, [sample(0, 0)])
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert "keep the batch and retry" in response.json()["error"]
+    assert not UsageSample.objects.exists()
