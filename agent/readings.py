@@ -1,0 +1,37 @@
+"""What a collector reads from one GPU at one poll. Plain values; no Django here."""
+
+from dataclasses import dataclass, field
+
+
+class CollectorError(Exception):
+    """A collector could not read the GPUs at all (tool missing, endpoint down)."""
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    used_mib: int | None = None
+    owner: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One GPU (or MIG instance) at one poll. `error` is set, and the numbers left empty, for a
+    device that could not be read while its neighbours could."""
+
+    uuid: str
+    index: int | None = None
+    model: str | None = None
+    util_pct: float | None = None
+    mem_used_mib: int | None = None
+    mem_total_mib: int | None = None
+    power_w: float | None = None
+    temp_c: int | None = None
+    fraction: float = 1.0
+    processes: tuple[Process, ...] = field(default_factory=tuple)
+    owner: dict[str, str] | None = None  # when the source names it (dcgm-exporter pod labels)
+    error: str | None = None
+
+    @property
+    def allocated(self) -> bool:
+        return bool(self.processes) or self.owner is not None

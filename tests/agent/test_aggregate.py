@@ -1,0 +1,63 @@
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent.aggregate import Aggregator, window_start
+from agent.readings import Process, Reading
+
+T0 = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
+
+
+def reading(util, *, power=100.0, memory=1000, temp=50, processes=(), uuid="GPU-1", error=None):
+    return Reading(uuid=uuid, index=0, model="NVIDIA H100 80GB HBM3", util_pct=util,
+                   mem_used_mib=memory, mem_total_mib=81559, power_w=power, temp_c=temp,
+                   processes=tuple(processes), error=error)
+
+
+def test_windows_are_wall_clock_multiples_of_the_interval():
+    assert window_start(T0 + timedelta(seconds=59.9), 60) == T0
+    assert window_start(T0 + timedelta(seconds=61), 60) == T0 + timedelta(seconds=60)
+    assert window_start(T0 + timedelta(minutes=7), 300) == T0 + timedelta(minutes=5)
+
+
+def test_polls_become_one_sample_per_gpu_per_interval():
+    alice = Process(1, 100, {"user": "alice"})
+    bob = Process(2, 100, {"user": "bob"})
+    aggregator = Aggregator(60)
+    polls = [reading(10, power=100, memory=500, temp=40, processes=[alice]),
+             reading(30, power=300, memory=900, temp=45, processes=[alice, bob]),
+             reading(50, power=200, memory=700, temp=60, processes=[alice])]
+    for k, poll in enumerate(polls):
+        aggregator.add([poll], T0 + timedelta(seconds=5 * k))
+    assert aggregator.completed(T0 + timedelta(seconds=59)) == []
+    [sample] = aggregator.completed(T0 + timedelta(seconds=60))
+    assert sample == {
+        "gpu_uuid": "GPU-1", "gpu_index": 0, "model": "NVIDIA H100 80GB HBM3",
+        "mem_total_mib": 81559, "ts": "2026-11-29T10:00:00Z", "interval_s": 60,
+        "allocated": True, "fraction": 1.0, "util_pct": 30.0, "mem_used_mib": 900,
+        "power_w": 200.0, "temp_c": 60, "owner": {"user": "alice"},
+    }
+    assert aggregator.completed(T0 + timedelta(hours=1)) == []
+
+
+def test_a_gpu_no_poll_saw_busy_is_not_allocated_and_errors_are_left_out():
+    aggregator = Aggregator(60)
+    aggregator.add([reading(0), reading(None, uuid="GPU-2", error="GPU is lost")], T0)
+    [sample] = aggregator.completed(T0 + timedelta(minutes=1))
+    assert sample["gpu_uuid"] == "GPU-1" and sample["allocated"] is False
+    assert sample["owner"] is None
+
+
+def test_intervals_are_handed_over_oldest_first_and_once():
+    aggregator = Aggregator(60)
+    for minute in range(3):
+        aggregator.add([reading(minute)], T0 + timedelta(minutes=minute, seconds=1))
+    done = aggregator.completed(T0 + timedelta(minutes=2))
+    assert [s["ts"] for s in done] == ["2026-11-29T10:00:00Z", "2026-11-29T10:01:00Z"]
+    assert [s["ts"] for s in aggregator.completed(T0 + timedelta(minutes=3))] == [
+        "2026-11-29T10:02:00Z"]
+
+
+def test_an_interval_outside_the_protocol_is_refused():
+    with pytest.raises(ValueError, match="1 to 3600"):
+        Aggregator(0)
