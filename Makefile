@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test install install-dev lint browser bench-ingest
+.PHONY: demo test install install-dev lint browser bench-ingest bench-agent
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,3 +38,7 @@ test: lint browser
 # Ingestion throughput against raw COPY and a DRF baseline (PostgreSQL; see bench/ingest.py).
 bench-ingest: install-dev
 	$(BIN)/python bench/ingest.py
+
+# The agent's CPU and memory with 8 simulated GPUs at the default poll and interval.
+bench-agent: install-dev
+	$(BIN)/python bench/agent.py

@@ -1,0 +1,117 @@
+"""gpuloans-agent: the command line."""
+
+import argparse
+import json
+import logging
+import os
+import socket
+import stat
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from agent import __version__
+from agent.aggregate import Aggregator
+from agent.client import Client
+from agent.readings import CollectorError
+from agent.runner import Agent
+from agent.spool import Spool
+
+
+def collector_for(args):
+    name = args.collector
+    if name.startswith("fake"):
+        from agent.collectors.fake import FakeCollector
+
+        count = int(name.split(":", 1)[1]) if ":" in name else args.gpus
+        return FakeCollector(count, node=args.node)
+    if name == "nvidia-smi":
+        from agent.collectors.nvidia_smi import NvidiaSmiCollector
+
+        return NvidiaSmiCollector()
+    if name == "dcgm":
+        from agent.collectors.dcgm import DcgmCollector
+
+        return DcgmCollector(args.dcgm_url)
+    from agent.collectors.nvml import NvmlCollector
+
+    return NvmlCollector()
+
+
+def read_token(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+        token = path.read_text().strip()
+    except OSError as error:
+        raise SystemExit(f"gpuloans-agent: cannot read the token file: {error}") from None
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        logging.warning("%s is readable by other users; chmod 600 it", path)
+    if not token:
+        raise SystemExit(f"gpuloans-agent: the token file {path} is empty")
+    return token
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpuloans-agent", description=(
+        "Sample this server's GPUs and post them to gpuloans (agent protocol v1)."))
+    p.add_argument("--server", help="gpuloans address, e.g. https://gpuloans.example.com")
+    p.add_argument("--token-file", type=Path, help="file holding this node's token")
+    p.add_argument("--node", default=socket.gethostname(), help="node name (default: hostname)")
+    p.add_argument("--collector", default="nvml",
+                   help="nvml (default), dcgm, nvidia-smi, fake or fake:N")
+    p.add_argument("--gpus", type=int, default=8, help="GPUs of the fake collector (default 8)")
+    p.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")
+    p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
+    p.add_argument("--interval", type=int, default=60, help="seconds a sample covers (60)")
+    p.add_argument("--spool-dir", type=Path, default=Path("/var/lib/gpuloans-agent/spool"))
+    p.add_argument("--spool-max-mb", type=float, default=100.0)
+    p.add_argument("--once", action="store_true", help="print one batch as JSON and exit")
+    p.add_argument("--check", action="store_true", help="check the token and server, then exit")
+    p.add_argument("--version", action="version", version=__version__)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"),
+                        format="%(asctime)s %(levelname)s %(message)s")
+    if not 0.1 <= args.poll <= args.interval or not 1 <= args.interval <= 3600:
+        raise SystemExit("gpuloans-agent: need 0.1 <= --poll <= --interval <= 3600 seconds")
+    if args.once:
+        try:
+            readings = collector_for(args).poll()
+        except CollectorError as error:
+            raise SystemExit(f"gpuloans-agent: {error}") from None
+        aggregator = Aggregator(args.interval)
+        now = datetime.now(UTC)
+        aggregator.add(readings, now)
+        samples = [{**s, "ts": now.replace(microsecond=0).isoformat()}
+                   for s in aggregator.completed(datetime.max.replace(tzinfo=UTC))]
+        print(json.dumps({"node": args.node, "agent_version": __version__, "samples": samples},
+                         indent=2))
+        return 0
+    if not args.server or not args.token_file:
+        raise SystemExit("gpuloans-agent: --server and --token-file are required")
+    try:
+        client = Client(args.server, read_token(args.token_file), args.node)
+    except ValueError as error:
+        raise SystemExit(f"gpuloans-agent: {error}") from None
+    if args.check:
+        outcome = client.send([], 0)
+        print(("ok: " if outcome.done else "failed: ") + outcome.message)
+        return 0 if outcome.done else 1
+    try:
+        collector = collector_for(args)
+    except CollectorError as error:
+        raise SystemExit(f"gpuloans-agent: {error}") from None
+    spool = Spool(args.spool_dir, int(args.spool_max_mb * 1024 * 1024))
+    agent = Agent(collector, spool, client, poll_s=args.poll, interval_s=args.interval)
+    try:
+        agent.run()
+    except KeyboardInterrupt:
+        agent.stopping.set()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""The agent against the real server: nothing lost, nothing counted twice."""
+
+import socket
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agent.client import Backoff, Client
+from agent.collectors.fake import FakeCollector
+from agent.runner import Agent
+from agent.spool import Spool
+from metering.models import Node, UsageSample
+from tests.helpers import assert_rollups_equal_a_recount
+
+T0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def node(transactional_db):
+    node = Node.objects.create(name="fake-node")
+    return node, node.issue_token()
+
+
+def agent_for(server: str, token: str, spool_dir, collector=None, **spool_options) -> Agent:
+    return Agent(collector or FakeCollector(4, node="fake-node", seed=3),
+                 Spool(spool_dir, **spool_options), Client(server, token, "fake-node", timeout=5),
+                 poll_s=5, interval_s=60)
+
+
+def poll_minutes(agent: Agent, minutes: int, start: datetime = T0) -> None:
+    """Polls every 5 s for `minutes`, plus one to close the last interval."""
+    for step in range(minutes * 12 + 1):
+        agent.poll_once(start + timedelta(seconds=5 * step))
+
+
+def test_while_the_server_is_down_batches_wait_and_then_arrive_exactly_once(node, tmp_path,
+                                                                            live_server):
+    _node, token = node
+    down = agent_for(f"http://127.0.0.1:{free_port()}", token, tmp_path)
+    poll_minutes(down, 5)
+    assert down.drain() > 0  # nobody answered: back off, keep everything
+    assert len(down.spool.pending()) == 5 and UsageSample.objects.count() == 0
+
+    back = agent_for(live_server.url, token, tmp_path)  # the same spool, the server is back
+    assert back.drain() == 0.0
+    assert back.spool.pending() == []
+    assert UsageSample.objects.count() == 5 * 4
+    assert_rollups_equal_a_recount()
+
+
+def test_an_agent_killed_after_sending_but_before_forgetting_counts_nothing_twice(
+    node, tmp_path, live_server
+):
+    _node, token = node
+    agent = agent_for(live_server.url, token, tmp_path)
+    poll_minutes(agent, 3)
+    [first, *_rest] = agent.spool.pending()
+    # The server stores the batch, then the agent dies before removing it from the spool.
+    assert agent.client.send(agent.spool.load(first), 0).done
+    restarted = agent_for(live_server.url, token, tmp_path)
+    assert restarted.drain() == 0.0
+    assert UsageSample.objects.count() == 3 * 4
+    assert_rollups_equal_a_recount()
+
+
+def test_a_full_spool_drops_the_oldest_and_reports_them(node, tmp_path, live_server):
+    _node, token = node
+    agent = agent_for(live_server.url, token, tmp_path, max_bytes=3000)
+    poll_minutes(agent, 6)
+    kept = sum(len(agent.spool.load(p)) for p in agent.spool.pending())
+    assert agent.spool.dropped > 0 and kept + agent.spool.dropped == 6 * 4
+    agent.drain()
+    stored = Node.objects.get(name="fake-node")
+    assert stored.dropped_samples == agent.spool.dropped
+    assert UsageSample.objects.count() == kept
+    assert Spool(tmp_path).dropped == agent.spool.dropped  # kept across restarts
+
+
+def test_a_wrong_token_keeps_the_batches_and_waits_long(node, tmp_path, live_server):
+    agent = agent_for(live_server.url, "gpln_wrong", tmp_path)
+    poll_minutes(agent, 2)
+    assert agent.drain() >= 300
+    assert len(agent.spool.pending()) == 2
+
+
+def test_check_and_once_from_the_command_line(node, tmp_path, live_server, capsys):
+    from agent.cli import main
+
+    _node, token = node
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o600)
+    assert main(["--server", live_server.url, "--token-file", str(token_file), "--node",
+                 "fake-node", "--check"]) == 0
+    assert capsys.readouterr().out.startswith("ok: 0 accepted")
+    assert main(["--collector", "fake:3", "--once", "--node", "fake-node"]) == 0
+    assert capsys.readouterr().out.count('"gpu_uuid"') == 3
+    token_file.write_text("gpln_wrong")
+    assert main(["--server", live_server.url, "--token-file", str(token_file), "--node",
+                 "fake-node", "--check"]) == 1
+
+
+def test_backoff_grows_with_failures_and_honours_retry_after():
+    backoff = Backoff(base=1, cap=60)
+    assert all(0 <= backoff.failure() <= 60 for _ in range(30))
+    assert backoff.failure(at_least=120) == 120
+    backoff.success()
+    assert backoff.failures == 0
