@@ -8,7 +8,10 @@ dropped; "[N/A]", "[Not Supported]" and the like read as missing.
 import csv
 import io
 import subprocess
+from collections.abc import Callable
+from pathlib import Path
 
+from agent.owners import owner_of
 from agent.readings import CollectorError, Process, Reading
 
 GPU_FIELDS = ("index", "uuid", "name", "utilization.gpu", "memory.used", "memory.total",
@@ -77,8 +80,10 @@ def combine(gpus: list[Reading], apps: dict[str, list[Process]]) -> list[Reading
 
 
 class NvidiaSmiCollector:
-    def __init__(self, binary: str = "nvidia-smi", timeout: float = 10.0):
+    def __init__(self, binary: str = "nvidia-smi", timeout: float = 10.0,
+                 owners: Callable[[int], dict | None] | None = None):
         self.binary, self.timeout = binary, timeout
+        self.owners = owners or (lambda pid: owner_of(pid, Path("/proc")))
 
     def _query(self, *args: str) -> str:
         try:
@@ -94,4 +99,6 @@ class NvidiaSmiCollector:
     def poll(self) -> list[Reading]:
         gpus = parse_gpus(self._query(f"--query-gpu={','.join(GPU_FIELDS)}"))
         apps = parse_apps(self._query(f"--query-compute-apps={','.join(APP_FIELDS)}"))
-        return combine(gpus, apps)
+        owned = {uuid: [Process(p.pid, p.used_mib, self.owners(p.pid)) for p in processes]
+                 for uuid, processes in apps.items()}
+        return combine(gpus, owned)

@@ -112,3 +112,42 @@ def test_backoff_grows_with_failures_and_honours_retry_after():
     assert backoff.failure(at_least=120) == 120
     backoff.success()
     assert backoff.failures == 0
+
+
+def spooled_keys(folder) -> set[tuple[str, str]]:
+    spool = Spool(folder)
+    return {(s["gpu_uuid"], s["ts"]) for path in spool.pending() for s in spool.load(path) or []}
+
+
+def stored_keys() -> set[tuple[str, str]]:
+    return {(uuid, ts.isoformat().replace("+00:00", "Z"))
+            for uuid, ts in UsageSample.objects.values_list("gpu__uuid", "ts")}
+
+
+def test_an_agent_process_killed_at_any_moment_loses_and_duplicates_nothing_it_spooled(
+    node, tmp_path, live_server
+):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _node, token = node
+    token_file = tmp_path / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
+    spool_dir = tmp_path / "spool"
+    command = [sys.executable, "-m", "agent.cli", "--collector", "fake:4", "--node", "fake-node",
+               "--server", live_server.url, "--token-file", str(token_file), "--spool-dir",
+               str(spool_dir), "--poll", "0.1", "--interval", "1"]
+    for seconds in (2.5, 1.7):  # two lives, each ended by SIGKILL wherever it happens to be
+        agent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(seconds)
+        agent.send_signal(signal.SIGKILL)
+        agent.wait(timeout=10)
+    promised = stored_keys() | spooled_keys(spool_dir)  # delivered, or waiting on disk
+    assert len(promised) >= 4 * 2
+    agent_for(live_server.url, token, spool_dir).drain()  # a third life, to empty the spool
+    assert stored_keys() == promised
+    assert Spool(spool_dir).pending() == []
+    assert_rollups_equal_a_recount()

@@ -65,3 +65,17 @@ def test_a_failing_binary_reports_its_exit_and_message(tmp_path):
     fake.chmod(0o755)
     with pytest.raises(CollectorError, match="exited 9: NVIDIA-SMI has failed: no driver"):
         NvidiaSmiCollector(binary=str(fake)).poll()
+
+
+def test_the_collector_runs_both_queries_and_names_process_owners(tmp_path, fixture_text):
+    gpu = tmp_path / "gpu.csv"
+    apps = tmp_path / "apps.csv"
+    gpu.write_text(read(fixture_text, H100, "load", "gpu"))
+    apps.write_text(read(fixture_text, H100, "load", "compute-apps"))
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\ncase \"$1\" in --query-gpu=*) cat {gpu};; *) cat {apps};; esac\n")
+    fake.chmod(0o755)
+    [reading] = NvidiaSmiCollector(binary=str(fake), owners=lambda pid: {"user": f"u{pid}"}).poll()
+    assert reading.util_pct == 100.0 and reading.allocated
+    assert [p.owner for p in reading.processes] == [{"user": "u11327"}, {"user": "u11328"},
+                                                   {"user": "u11345"}]
