@@ -1,0 +1,7 @@
+# The agent's image for the DaemonSet: docker build -f deploy/agent.Dockerfile -t gpuloans-agent .
+# NVML comes from the host's driver through the NVIDIA container runtime at run time.
+FROM python:3.11-slim
+COPY . /src
+RUN pip install --no-cache-dir '/src[agent]' && rm -rf /src
+USER 0
+ENTRYPOINT ["gpuloans-agent"]
