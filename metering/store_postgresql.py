@@ -79,46 +79,6 @@ ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
 
 # Staged samples whose key is stored with other values (run only when some were not inserted;
 # a fresh statement, so it sees what concurrent batches committed meanwhile).
-DIRECT = f"COPY metering_usagesample ({', '.join(COLUMNS[1:])}) FROM STDIN (FORMAT BINARY)"
-STAGED = f"COPY ingest_staging ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)"
-
-# The sums of new samples added to the rollups, from arrays, in one statement.
-ADD_SUMS = """
-WITH inst AS (
-    INSERT INTO metering_tenantinstant AS t (tenant_id, ts, gpus)
-    SELECT * FROM unnest(%(i_tenant)s::bigint[], %(i_ts)s::timestamptz[], %(i_gpus)s::float8[])
-    ON CONFLICT (ts, (COALESCE(tenant_id, 0))) DO UPDATE SET gpus = t.gpus + EXCLUDED.gpus
-    RETURNING tenant_id, date_trunc('hour', ts, 'UTC') AS hour, gpus
-), peaks AS (
-    SELECT tenant_id, hour, max(gpus) AS gpus FROM inst GROUP BY tenant_id, hour
-), th AS (
-    INSERT INTO metering_tenanthour AS t (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
-                                          sample_count, peak_gpus)
-    SELECT s.tenant_id, s.hour, s.alloc_s, s.busy_s, s.n, COALESCE(p.gpus, 0)
-    FROM unnest(%(t_tenant)s::bigint[], %(t_hour)s::timestamptz[], %(t_alloc)s::float8[],
-                %(t_busy)s::float8[], %(t_n)s::int[]) WITH ORDINALITY
-         AS s(tenant_id, hour, alloc_s, busy_s, n, position)
-    LEFT JOIN peaks p ON p.hour = s.hour AND p.tenant_id IS NOT DISTINCT FROM s.tenant_id
-    ORDER BY s.position
-    ON CONFLICT (hour, (COALESCE(tenant_id, 0))) DO UPDATE SET
-        allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
-        busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
-        sample_count = t.sample_count + EXCLUDED.sample_count,
-        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
-    RETURNING 1
-)
-INSERT INTO metering_gpuhour AS t (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s,
-                                   sample_count, peak_gpus)
-SELECT * FROM unnest(%(g_gpu)s::int[], %(g_tenant)s::bigint[], %(g_hour)s::timestamptz[],
-                     %(g_alloc)s::float8[], %(g_busy)s::float8[], %(g_n)s::int[],
-                     %(g_peak)s::float8[])
-ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
-    allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
-    busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
-    sample_count = t.sample_count + EXCLUDED.sample_count,
-    peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
-"""
-
 CONFLICTS = f"""
 SELECT s.idx FROM ingest_staging s
 JOIN metering_usagesample u ON u.gpu_id = s.gpu_id AND u.ts = s.ts
