@@ -39,14 +39,6 @@ def tenant_totals(tenant_id: int | None, start: datetime, end: datetime) -> Tota
     )
 
 
-def tenant_hourly(tenant_id: int | None, start: datetime, end: datetime) -> dict[datetime, float]:
-    """Allocated GPU-hours of each hour in [start, end) that has usage."""
-    rows = TenantHour.objects.filter(
-        tenant_id=tenant_id, hour__gte=start, hour__lt=end
-    ).values_list("hour", "allocated_gpu_s")
-    return {hour: seconds / 3600 for hour, seconds in rows}
-
-
 @dataclass(frozen=True)
 class Hour:
     hour: datetime

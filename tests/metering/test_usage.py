@@ -6,7 +6,7 @@ from django.db import IntegrityError, connection, transaction
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.partitions import ensure_partitions, partition_name
 from metering.retention import purge_raw_samples
-from metering.usage import floor_hour, rebuild_rollups, recount, tenant_hourly, tenant_totals
+from metering.usage import floor_hour, rebuild_rollups, recount, tenant_hours, tenant_totals
 
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
 
@@ -62,9 +62,9 @@ def test_rebuilt_rollups_equal_the_raw_samples_and_replace_stale_ones(tenant, gp
     assert totals.busy_gpu_hours == pytest.approx(2 * 0.8 + 2 / 7 * 0.3, abs=1e-9)
     assert totals.sample_count == 240
     assert tenant_totals(None, T0, T0 + timedelta(hours=2)).allocated_gpu_hours == 1.0
-    assert tenant_hourly(tenant.pk, T0, T0 + timedelta(hours=2)) == pytest.approx(
-        {T0: 1 + 1 / 7, T0 + timedelta(hours=1): 1 + 1 / 7}
-    )
+    hours = tenant_hours(tenant.pk, T0 - timedelta(hours=1), T0 + timedelta(hours=2))
+    assert [h.hour for h in hours] == [T0 - timedelta(hours=1), T0, T0 + timedelta(hours=1)]
+    assert [h.allocated_gpu_hours for h in hours] == pytest.approx([0, 1 + 1 / 7, 1 + 1 / 7])
     assert TenantHour.objects.get(tenant=tenant, hour=T0).peak_gpus == pytest.approx(1 + 1 / 7)
     assert GpuHour.objects.filter(hour=T0).count() == 3
 
