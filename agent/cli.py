@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         collector = collector_for(args)
     except CollectorError as error:
         raise SystemExit(f"gpuloans-agent: {error}") from None
-    spool = Spool(args.spool_dir, int(args.spool_max_mb * 1024 * 1024))
+    try:
+        spool = Spool(args.spool_dir, int(args.spool_max_mb * 1024 * 1024))
+    except OSError as error:
+        raise SystemExit(f"gpuloans-agent: cannot use the spool directory: {error}") from None
     agent = Agent(collector, spool, client, poll_s=args.poll, interval_s=args.interval)
     try:
         agent.run()

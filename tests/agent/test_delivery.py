@@ -151,3 +151,16 @@ def test_an_agent_process_killed_at_any_moment_loses_and_duplicates_nothing_it_s
     assert stored_keys() == promised
     assert Spool(spool_dir).pending() == []
     assert_rollups_equal_a_recount()
+
+
+def test_an_unusable_spool_directory_is_a_clear_error_not_a_traceback(tmp_path):
+    from agent.cli import main
+
+    token_file = tmp_path / "token"
+    token_file.write_text("gpln_x")
+    token_file.chmod(0o600)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit, match="cannot use the spool directory"):
+        main(["--server", "http://127.0.0.1:9", "--token-file", str(token_file),
+              "--collector", "fake:1", "--spool-dir", str(blocker / "spool")])
