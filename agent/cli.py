@@ -38,6 +38,17 @@ def collector_for(args):
     return NvmlCollector()
 
 
+def collector_name(text: str) -> str:
+    """argparse type: nvml, dcgm, nvidia-smi, fake or fake:N (1 to 1024 GPUs)."""
+    if text in ("nvml", "dcgm", "nvidia-smi", "fake"):
+        return text
+    count = text.removeprefix("fake:")
+    if text.startswith("fake:") and count.isdigit() and 1 <= int(count) <= 1024:
+        return text
+    raise argparse.ArgumentTypeError(
+        f"{text!r}: choose nvml, dcgm, nvidia-smi, fake or fake:N (N from 1 to 1024)")
+
+
 def read_token(path: Path) -> str:
     try:
         mode = path.stat().st_mode
@@ -57,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--server", help="gpuloans address, e.g. https://gpuloans.example.com")
     p.add_argument("--token-file", type=Path, help="file holding this node's token")
     p.add_argument("--node", default=socket.gethostname(), help="node name (default: hostname)")
-    p.add_argument("--collector", default="nvml",
+    p.add_argument("--collector", default="nvml", type=collector_name,
                    help="nvml (default), dcgm, nvidia-smi, fake or fake:N")
     p.add_argument("--gpus", type=int, default=8, help="GPUs of the fake collector (default 8)")
     p.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")

@@ -164,3 +164,12 @@ def test_an_unusable_spool_directory_is_a_clear_error_not_a_traceback(tmp_path):
     with pytest.raises(SystemExit, match="cannot use the spool directory"):
         main(["--server", "http://127.0.0.1:9", "--token-file", str(token_file),
               "--collector", "fake:1", "--spool-dir", str(blocker / "spool")])
+
+
+@pytest.mark.parametrize("name", ["bogus", "fake:0", "fake:x", "fake:5000"])
+def test_an_unknown_collector_is_refused_by_the_command_line(name, capsys):
+    from agent.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--collector", name, "--once"])
+    assert "choose nvml, dcgm, nvidia-smi, fake or fake:N" in capsys.readouterr().err
