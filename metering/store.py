@@ -4,7 +4,7 @@ A row: (index in the batch, gpu id, ts, node id, tenant id, interval_s, allocate
 util_pct, mem_used_mib, power_w, temp_c, owner).
 """
 
-from metering.usage import recount
+from metering.usage import tally
 
 COLUMNS = ("idx", "gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction",
            "util_pct", "mem_used_mib", "power_w", "temp_c", "owner")
@@ -15,11 +15,5 @@ READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "p
 
 def batch_sums(rows: list[tuple]) -> tuple[dict, dict, dict]:
     """Rollup sums of rows known to be new: per (tenant, hour), per (GPU, tenant, hour), and
-    the GPUs each tenant held at each instant."""
-    samples = [(row[1], row[2], row[4], row[5], row[6], row[7], row[8]) for row in rows]
-    by_tenant, by_gpu = recount(samples)
-    instants: dict[tuple, float] = {}
-    for _gpu, ts, tenant_id, _interval, allocated, fraction, _util in samples:
-        if allocated:
-            instants[(tenant_id, ts)] = instants.get((tenant_id, ts), 0.0) + fraction
-    return by_tenant, by_gpu, instants
+    the GPUs each tenant held at each instant (the writers turn those into peaks)."""
+    return tally((row[1], row[2], row[4], row[5], row[6], row[7], row[8]) for row in rows)

@@ -72,13 +72,13 @@ class _Sums:
     peak_gpus: float = 0.0
 
 
-def recount(
-    samples: Iterable[tuple[int, datetime, int | None, int, bool, float, float | None]],
-) -> tuple[dict[tuple[int | None, datetime], _Sums], dict[tuple[int, int | None, datetime], _Sums]]:
-    """Rollups from raw samples `(gpu_id, ts, tenant_id, interval_s, allocated, fraction, util)`.
+Sample = tuple[int, datetime, int | None, int, bool, float, float | None]
 
-    Peak GPUs is the largest sum of allocated fractions at one sample timestamp in the hour.
-    """
+
+def tally(samples: Iterable[Sample]) -> tuple[dict, dict, dict]:
+    """Sums of raw samples `(gpu_id, ts, tenant_id, interval_s, allocated, fraction, util)`:
+    per (tenant, hour) and per (GPU, tenant, hour), and the GPUs each tenant held at each
+    instant. Tenant peaks are left at 0: they depend on instants other batches may share."""
     by_tenant: dict = defaultdict(_Sums)
     by_gpu: dict = defaultdict(_Sums)
     at_instant: dict = defaultdict(float)
@@ -97,6 +97,13 @@ def recount(
             at_instant[(tenant_id, ts)] += fraction
             gpu_sums = by_gpu[(gpu_id, tenant_id, hour)]
             gpu_sums.peak_gpus = max(gpu_sums.peak_gpus, fraction)
+    return by_tenant, by_gpu, at_instant
+
+
+def recount(samples: Iterable[Sample]) -> tuple[dict, dict]:
+    """Complete rollups of raw samples; a tenant's peak is the largest sum of allocated
+    fractions at one sample timestamp in the hour."""
+    by_tenant, by_gpu, at_instant = tally(samples)
     for (tenant_id, ts), gpus in at_instant.items():
         sums = by_tenant[(tenant_id, floor_hour(ts))]
         sums.peak_gpus = max(sums.peak_gpus, gpus)
