@@ -87,9 +87,12 @@ def celery_broker(url: str) -> tuple[str, dict]:
         # The embedded broker: messages are files under var/, shared by the web process, the
         # worker and beat on one machine, with no server to run.
         folder = VAR_DIR / "celery-broker"
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         return url, {
+            # Without this kombu writes its exchange tables to ./control of whatever directory
+            # the process started in.
+            "control_folder": str(folder / "control"),
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
