@@ -1,5 +1,6 @@
 from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
@@ -19,12 +20,26 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/samples", metering_api.samples, name="api-samples"),
     path("api/v1/tenants/<slug:slug>/usage", api.TenantUsage.as_view(), name="api-tenant-usage"),
+    path("api/v1/contracts/<int:pk>/burndown", api.ContractBurndown.as_view(),
+         name="api-contract-burndown"),
+    path("api/v1/contracts/<int:pk>/heatmap", api.ContractHeatmap.as_view(),
+         name="api-contract-heatmap"),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password/", auth_views.PasswordChangeView.as_view(),
+         name="password_change"),
+    path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(),
+         name="password_change_done"),
+    path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
+    path("tenants/<slug:slug>/periods.csv", views.periods_csv, name="tenant-periods-csv"),
+    path("fleet/", views.fleet_page, name="fleet"),
+    path("fleet.csv", views.fleet_csv, name="fleet-csv"),
     path("admin/", admin.site.urls),
     prefix_default_language=True,
 )

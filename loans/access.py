@@ -3,7 +3,7 @@
 from django.db.models import QuerySet
 from django.http import Http404
 
-from loans.models import Tenant
+from loans.models import Contract, Tenant
 
 
 def tenants_for(user) -> QuerySet[Tenant]:
@@ -21,3 +21,14 @@ def tenant_for_user(user, slug: str) -> Tenant:
     if tenant is None:
         raise Http404("No such tenant.")
     return tenant
+
+
+def contract_for_user(user, pk: int) -> Contract:
+    """A contract of a tenant this user may see; otherwise 404."""
+    contract = (
+        Contract.objects.select_related("tenant", "plan")
+        .filter(pk=pk, tenant__in=tenants_for(user)).first()
+    )
+    if contract is None:
+        raise Http404("No such contract.")
+    return contract

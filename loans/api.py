@@ -1,15 +1,20 @@
 """The REST API for integrations and operators (DRF). The agents' endpoint is metering.api."""
 
 from django.db.models import ProtectedError
+from django.utils import timezone
 from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from loans.access import tenant_for_user
+from loans import charts
+from loans.access import contract_for_user, tenant_for_user
 from loans.billing import local_midnight
+from loans.dashboard import PeriodChoiceError, figures, pick_period
+from loans.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
 from loans.serializers import (
     ContractSerializer,
@@ -18,7 +23,8 @@ from loans.serializers import (
     UsageQuery,
     local_day,
 )
-from metering.usage import Hour, tenant_hours
+from metering.fleet import gpu_labels
+from metering.usage import Hour, tenant_gpu_days, tenant_hours
 
 
 class ProtectedDestroyMixin:
@@ -115,3 +121,95 @@ class TenantUsage(APIView):
             "totals": totals, "rows": rows,
         })
 
+
+
+def _decimal(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def _cost(cost) -> dict:
+    return {
+        "committed_cost": str(cost.committed_cost), "overage_cost": str(cost.overage_cost),
+        "total": str(cost.total), "overage_gpu_hours": str(cost.overage_gpu_hours),
+        "unused_gpu_hours": str(cost.unused_gpu_hours),
+    }
+
+
+def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
+    """The tenant page's figures for one period, as integrations read them. Money and metered
+    GPU-hours are decimal strings; chart series are numbers."""
+    curve, period, zone = figures.burndown, figures.period, contract.zone
+    return {
+        "contract": contract.pk, "tenant": contract.tenant.slug, "time_zone": zone.key,
+        "currency": figures.rates.currency, "as_of": figures.now.isoformat(),
+        "period": {
+            "number": period.index + 1, "start": period.start.astimezone(zone).isoformat(),
+            "end": period.end.astimezone(zone).isoformat(), "state": figures.state,
+            "days_left": round(figures.days_left, 4),
+        },
+        "committed_gpu_hours": str(figures.committed_gpu_hours),
+        "used_gpu_hours": str(figures.used_gpu_hours),
+        "busy_gpu_hours": str(figures.busy_gpu_hours),
+        "remaining_gpu_hours": str(figures.remaining_gpu_hours),
+        "utilisation": _decimal(figures.utilisation),
+        "cost_so_far": _cost(figures.cost_so_far),
+        "projected": {
+            "used_gpu_hours": str(figures.projected_used_gpu_hours),
+            "rate_gpu_hours_per_hour": round(curve.rate_per_hour, 6),
+            "exhaustion": curve.projected_exhaustion.astimezone(zone).isoformat()
+            if curve.projected_exhaustion else None,
+            **_cost(figures.projected_cost),
+        },
+        "series": {
+            "points": [p.astimezone(zone).isoformat() for p in curve.points],
+            "ideal": curve.ideal, "remaining": curve.remaining, "forecast": curve.forecast,
+            "forecast_p10": curve.forecast_p10, "forecast_p90": curve.forecast_p90,
+        },
+        "hours": [
+            {"hour": h.hour.astimezone(zone).isoformat(),
+             "allocated_gpu_hours": h.allocated_gpu_hours, "busy_gpu_hours": h.busy_gpu_hours,
+             "peak_gpus": h.peak_gpus}
+            for h in figures.hours
+        ],
+    }
+
+
+class PeriodQuery(serializers.Serializer):
+    period = serializers.CharField(
+        required=False, help_text="A period number (1 is the first), a local date inside it "
+        "(YYYY-MM-DD), or 'current' (the default)")
+
+
+def _period(request: Request, contract: Contract, now):
+    try:
+        period = pick_period(contract, request.query_params.get("period"), now)
+    except PeriodChoiceError as error:
+        raise serializers.ValidationError({"period": [str(error)]}) from None
+    if period is None:
+        raise serializers.ValidationError(
+            {"period": [_("This contract's first period has not started yet.")]})
+    return period
+
+
+class ContractBurndown(APIView):
+    """One period's burn-down and key figures: what the tenant page shows, as JSON. Operators
+    see every contract, members their tenant's; any other contract answers 404."""
+
+    @extend_schema(parameters=[PeriodQuery], responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, pk: int) -> Response:
+        contract = contract_for_user(request.user, pk)
+        now = timezone.now()
+        return Response(burndown_json(contract, figures(contract, _period(request, contract, now),
+                                                        now)))
+
+
+class ContractHeatmap(APIView):
+    """Utilisation of each GPU the tenant held, by local day of a period, as a Plotly figure
+    (the tenant page loads it after the page itself)."""
+
+    @extend_schema(parameters=[PeriodQuery], responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, pk: int) -> Response:
+        contract = contract_for_user(request.user, pk)
+        period = _period(request, contract, timezone.now())
+        days = tenant_gpu_days(contract.tenant_id, period.start, period.end, contract.zone)
+        return Response(charts.heatmap_figure(days, gpu_labels({d.gpu_id for d in days})))

@@ -1,6 +1,45 @@
+"""The pages: a team lead's tenant page, the operators' fleet page, their CSV exports."""
+
+import csv
+from datetime import timedelta
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
+
+from loans import charts, dashboard, fleet
+from loans.access import tenant_for_user, tenants_for
+from loans.billing import Period
+from loans.figures import totals
+from loans.models import Contract, Tenant
+from metering import fleet as metering_fleet
+
+FLEET_COLUMNS = [  # sort key, heading
+    ("tenant", _lazy("Tenant")), ("plan", _lazy("Plan")), ("used", _lazy("Used")),
+    ("projected", _lazy("Projected")), ("money", _lazy("Projected overage or waste")),
+    ("days_left", _lazy("Days left")),
+]
+
+
+def operator_required(view):
+    """Operators only: anonymous users are sent to log in, everyone else is refused."""
+
+    @wraps(view)
+    def check(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not request.user.is_staff:
+            return render(request, "403.html", status=403)
+        return view(request, *args, **kwargs)
+
+    return check
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -13,5 +52,150 @@ def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 
+@login_required
 def home(request: HttpRequest) -> HttpResponse:
-    return redirect("admin:index")
+    """Operators land on the fleet; a member of one tenant on its page; others choose."""
+    if request.user.is_staff:
+        return redirect("fleet")
+    tenants = list(tenants_for(request.user))
+    if len(tenants) == 1:
+        return redirect("tenant", slug=tenants[0].slug)
+    return render(request, "loans/home.html", {"tenants": tenants})
+
+
+def period_label(period: Period, contract: Contract) -> str:
+    zone = contract.zone
+    first = period.start.astimezone(zone).date()
+    last = (period.end - timedelta(seconds=1)).astimezone(zone).date()
+    return _("Period %(number)s: %(first)s – %(last)s") % {
+        "number": period.index + 1, "first": first, "last": last}
+
+
+def _contract(tenant: Tenant, request: HttpRequest) -> tuple[list[Contract], Contract | None]:
+    contracts = dashboard.contracts_of(tenant)
+    wanted = request.GET.get("contract")
+    if not wanted:
+        return contracts, contracts[0] if contracts else None
+    contract = next((c for c in contracts if str(c.pk) == wanted), None)
+    if contract is None:
+        raise Http404(_("This tenant has no such contract."))
+    return contracts, contract
+
+
+@login_required
+def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = tenant_for_user(request.user, slug)
+    contracts, contract = _contract(tenant, request)
+    now = timezone.now()
+    context = {"tenant": tenant, "contracts": contracts, "contract": contract, "now": now}
+    if contract is None:
+        return render(request, "loans/tenant.html", context)
+    try:
+        choice = dashboard.pick_period(contract, request.GET.get("period"), now, allow_all=True)
+    except dashboard.PeriodChoiceError as error:
+        context["error"] = str(error)
+        return render(request, "loans/tenant.html", context, status=400)
+    rows = dashboard.period_rows(contract, now)
+    zone = contract.zone
+    context.update(
+        choice=choice, rows=rows, zone=zone, currency=contract.terms().currency,
+        periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
+        recommendations=[], alerts=[],
+    )
+    if choice == dashboard.WHOLE_CONTRACT:
+        context.update(
+            totals=totals(rows),
+            charts={"periods": charts.periods_figure(rows, zone)},
+        )
+    elif choice is not None:
+        figures = dashboard.figures(contract, choice, now)
+        context.update(
+            figures=figures,
+            selected=str(choice.index + 1),
+            charts={
+                "burndown": charts.burndown_figure(figures, zone),
+                "cumulative": charts.cumulative_figure(figures, zone),
+                "hourly": charts.hourly_figure(figures, zone),
+            },
+            heatmap_url=reverse("api-contract-heatmap", args=[contract.pk])
+            + f"?period={choice.index + 1}",
+        )
+    return render(request, "loans/tenant.html", context)
+
+
+@login_required
+def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
+    """Every started period of a contract, closed or not, as the statements table shows it."""
+    tenant = tenant_for_user(request.user, slug)
+    _contracts, contract = _contract(tenant, request)
+    if contract is None:
+        raise Http404(_("This tenant has no contract."))
+    zone = contract.zone
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = (
+        f'attachment; filename="{tenant.slug}-contract-{contract.pk}-periods.csv"')
+    writer = csv.writer(response)
+    writer.writerow([
+        "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
+        "busy_gpu_hours", "adjustment_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
+        "committed_cost", "overage_cost", "total_cost", "currency", "completeness",
+    ])
+    currency = contract.terms().currency
+    for row in dashboard.period_rows(contract, timezone.now()):
+        cost = row.cost
+        writer.writerow([
+            row.period.index + 1, row.period.start.astimezone(zone).isoformat(),
+            row.period.end.astimezone(zone).isoformat(), row.state, row.committed_gpu_hours,
+            row.used_gpu_hours, row.busy_gpu_hours, row.adjustment_gpu_hours,
+            cost.overage_gpu_hours, cost.unused_gpu_hours, cost.committed_cost,
+            cost.overage_cost, cost.total, currency,
+            "" if row.completeness is None else row.completeness,
+        ])
+    return response
+
+
+def _fleet_sort(request: HttpRequest) -> tuple[str, bool]:
+    sort = request.GET.get("sort", "projected")
+    if sort not in fleet.SORTS:
+        sort = "projected"
+    return sort, request.GET.get("dir", "desc") != "asc"
+
+
+@operator_required
+def fleet_page(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    sort, descending = _fleet_sort(request)
+    by_model, whole = fleet.capacity(now)
+    month_ago = now - timedelta(days=30)
+    return render(request, "loans/fleet.html", {
+        "statuses": fleet.contract_statuses(now, sort, descending),
+        "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
+        "capacity": by_model, "whole": whole,
+        "nodes": metering_fleet.node_status(now),
+        "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
+        "now": now,
+    })
+
+
+@operator_required
+def fleet_csv(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    sort, descending = _fleet_sort(request)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="fleet.csv"'
+    writer = csv.writer(response)
+    writer.writerow([
+        "tenant", "plan", "contract", "period_start", "period_end", "committed_gpu_hours",
+        "used_gpu_hours", "projected_gpu_hours", "projected_overage_cost", "projected_waste",
+        "currency", "days_left",
+    ])
+    for s in fleet.contract_statuses(now, sort, descending):
+        f = s.figures
+        writer.writerow([
+            s.contract.tenant.slug, s.contract.plan.name, s.contract.pk,
+            f.period.start.astimezone(s.contract.zone).isoformat(),
+            f.period.end.astimezone(s.contract.zone).isoformat(), f.committed_gpu_hours,
+            f.used_gpu_hours, f.projected_used_gpu_hours, s.projected_overage_cost,
+            s.projected_waste, f.rates.currency, round(f.days_left, 2),
+        ])
+    return response

@@ -6,10 +6,12 @@ loans calls these functions and nothing else of metering's tables.
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from django.db import connection, models, transaction
 from django.db.models import Sum
+from django.db.models.functions import TruncDate
 
 from metering.models import GpuHour, TenantHour, UsageSample
 
@@ -157,3 +159,39 @@ def insert_rows(
     sql = f"INSERT INTO {target} VALUES ({values}){conflict}"  # noqa: S608
     with connection.cursor() as cursor:
         cursor.executemany(sql, rows)
+
+
+@dataclass(frozen=True)
+class GpuDay:
+    gpu_id: int
+    day: date
+    allocated_gpu_hours: float
+    busy_gpu_hours: float
+
+    @property
+    def utilisation_pct(self) -> float | None:
+        """Busy share of the held time, percent; None where the GPU was not held."""
+        if self.allocated_gpu_hours <= 0:
+            return None
+        return 100 * self.busy_gpu_hours / self.allocated_gpu_hours
+
+
+def tenant_gpu_days(
+    tenant_id: int | None, start: datetime, end: datetime, zone: ZoneInfo
+) -> list[GpuDay]:
+    """Each GPU's held and busy GPU-hours per local day of `zone`, for the hours in
+    [start, end) the tenant held it. Summed by the database: a big tenant has a row per GPU
+    and hour."""
+    rows = (
+        GpuHour.objects.filter(
+            tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end, allocated_gpu_s__gt=0
+        )
+        .annotate(day=TruncDate("hour", tzinfo=zone))
+        .values("gpu_id", "day")
+        .annotate(allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"))
+        .order_by("gpu_id", "day")
+    )
+    return [
+        GpuDay(row["gpu_id"], row["day"], row["allocated"] / 3600, row["busy"] / 3600)
+        for row in rows
+    ]

@@ -35,3 +35,5 @@ def page(browser):
     page.set_default_timeout(15_000)
     yield page
     context.close()
+
+from tests.story import frozen, metered  # noqa: F401,E402

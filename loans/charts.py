@@ -1,0 +1,168 @@
+"""Every Plotly figure of the pages, built from plain rows as plain dicts (Plotly's JSON).
+
+Dicts rather than plotly.graph_objects: the figures are few and fixed, and validating a few
+thousand points through graph_objects costs more than the rest of the page. Times are sent as
+wall-clock strings in the contract's time zone, because Plotly has no notion of zones.
+"""
+
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django.utils.translation import gettext as _
+
+from loans.figures import PeriodFigures, PeriodRow
+from metering.usage import GpuDay
+
+COLOURS = {
+    "ideal": "#8a94a6",
+    "remaining": "#1f5fbf",
+    "forecast": "#e07b00",
+    "band": "rgba(224,123,0,0.18)",
+    "overage": "rgba(200,30,30,0.10)",
+    "allocated": "#1f5fbf",
+    "busy": "#2e9e5b",
+    "idle": "rgba(31,95,191,0.15)",
+    "base": "#6b46c1",
+    "max": "#c53030",
+}
+CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def wall(moment: datetime, zone: ZoneInfo) -> str:
+    return moment.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _layout(title: str, y_title: str, **extra) -> dict:
+    layout = {
+        "title": {"text": title, "x": 0, "font": {"size": 15}},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+        "height": 340,
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.15},
+        "yaxis": {"title": {"text": y_title}, "zeroline": True},
+        "xaxis": {"type": "date", "tickformat": "%m-%d"},
+    }
+    layout.update(extra)
+    return layout
+
+
+def burndown_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
+    """Remaining committed GPU-hours against the ideal line, the forecast inside its P10-P90
+    band, and the region below zero shaded as overage."""
+    curve = figures.burndown
+    x = [wall(p, zone) for p in curve.points]
+    values = [v for series in (curve.remaining, curve.forecast_p10, curve.ideal)
+              for v in series if v is not None]
+    bottom = min([0.0, *values])
+    data = [
+        {"type": "scatter", "mode": "lines", "name": _("Ideal"), "x": x,
+         "y": [_r(v) for v in curve.ideal], "line": {"color": COLOURS["ideal"], "dash": "dot"}},
+        {"type": "scatter", "mode": "lines", "name": _("Forecast P10"), "x": x,
+         "y": [_r(v) for v in curve.forecast_p10], "line": {"width": 0},
+         "showlegend": False, "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines", "name": _("Forecast P10–P90"), "x": x,
+         "y": [_r(v) for v in curve.forecast_p90], "line": {"width": 0},
+         "fill": "tonexty", "fillcolor": COLOURS["band"]},
+        {"type": "scatter", "mode": "lines", "name": _("Forecast"), "x": x,
+         "y": [_r(v) for v in curve.forecast],
+         "line": {"color": COLOURS["forecast"], "dash": "dash"}},
+        {"type": "scatter", "mode": "lines", "name": _("Remaining"), "x": x,
+         "y": [_r(v) for v in curve.remaining], "line": {"color": COLOURS["remaining"],
+                                                         "width": 3}},
+    ]
+    shapes = []
+    if bottom < 0:
+        shapes.append({
+            "type": "rect", "xref": "paper", "x0": 0, "x1": 1, "yref": "y", "y0": bottom * 1.05,
+            "y1": 0, "fillcolor": COLOURS["overage"], "line": {"width": 0}, "layer": "below",
+        })
+    annotations = [{
+        "xref": "paper", "x": 1, "xanchor": "right", "yref": "y", "y": bottom * 0.5,
+        "text": _("overage"), "showarrow": False, "font": {"color": COLOURS["max"]},
+    }] if bottom < 0 else []
+    return {"data": data, "layout": _layout(
+        _("Committed GPU-hours remaining"), _("GPU-hours"), shapes=shapes,
+        annotations=annotations)}
+
+
+def cumulative_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
+    """Cumulative allocated (paid for) against busy (productive) GPU-hours: the gap is idle."""
+    allocated, busy = figures.cumulative()
+    x = [wall(h.hour, zone) for h in figures.hours]
+    data = [
+        {"type": "scatter", "mode": "lines", "name": _("Busy"), "x": x,
+         "y": [_r(v) for v in busy], "line": {"color": COLOURS["busy"]}},
+        {"type": "scatter", "mode": "lines", "name": _("Allocated"), "x": x,
+         "y": [_r(v) for v in allocated], "line": {"color": COLOURS["allocated"]},
+         "fill": "tonexty", "fillcolor": COLOURS["idle"]},
+    ]
+    return {"data": data, "layout": _layout(
+        _("Cumulative GPU-hours: allocated and busy"), _("GPU-hours"))}
+
+
+def hourly_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
+    """GPU-hours in each hour (the average GPUs held) against the base and max quotas."""
+    x = [wall(h.hour, zone) for h in figures.hours]
+    rates = figures.rates
+    edges = [x[0], x[-1]] if x else []
+    data = [
+        {"type": "scatter", "mode": "lines", "name": _("Allocated"), "x": x,
+         "y": [_r(h.allocated_gpu_hours) for h in figures.hours],
+         "line": {"color": COLOURS["allocated"], "shape": "hv"}},
+        {"type": "scatter", "mode": "lines", "name": _("Busy"), "x": x,
+         "y": [_r(h.busy_gpu_hours) for h in figures.hours],
+         "line": {"color": COLOURS["busy"], "shape": "hv"}},
+        {"type": "scatter", "mode": "lines", "name": _("Base quota"), "x": edges,
+         "y": [rates.base_quota_gpus] * len(edges),
+         "line": {"color": COLOURS["base"], "dash": "dash"}},
+        {"type": "scatter", "mode": "lines", "name": _("Max quota"), "x": edges,
+         "y": [rates.max_quota_gpus] * len(edges),
+         "line": {"color": COLOURS["max"], "dash": "dash"}},
+    ]
+    return {"data": data, "layout": _layout(_("GPU-hours per hour"), _("GPUs"))}
+
+
+def heatmap_figure(days: list[GpuDay], labels: dict[int, str]) -> dict:
+    """Utilisation of each GPU the tenant held, by local day; blank where it was not held."""
+    order = {gpu: i for i, gpu in enumerate(labels)}  # labels come in node and index order
+    gpus = sorted({d.gpu_id for d in days}, key=lambda gpu: (order.get(gpu, len(order)), gpu))
+    dates = sorted({d.day for d in days})
+    row, column = {g: i for i, g in enumerate(gpus)}, {d: i for i, d in enumerate(dates)}
+    z = [[None] * len(dates) for _gpu in gpus]
+    held = [[None] * len(dates) for _gpu in gpus]
+    for d in days:
+        util = d.utilisation_pct
+        z[row[d.gpu_id]][column[d.day]] = None if util is None else round(util, 1)
+        held[row[d.gpu_id]][column[d.day]] = round(d.allocated_gpu_hours, 2)
+    data = [{
+        "type": "heatmap", "name": _("Utilisation"),
+        "x": [d.isoformat() for d in dates], "y": [labels.get(g, str(g)) for g in gpus],
+        "z": z, "customdata": held, "zmin": 0, "zmax": 100, "colorscale": "Viridis",
+        "colorbar": {"title": {"text": "%"}},
+        "hovertemplate": _("%{y}<br>%{x}: %{z}% busy over %{customdata} GPU-h held")
+        + "<extra></extra>",
+    }]
+    height = min(1200, max(240, 60 + 14 * len(gpus)))
+    return {"data": data, "layout": _layout(
+        _("Utilisation by GPU and day"), "", height=height, hovermode="closest",
+        yaxis={"automargin": True, "autorange": "reversed", "type": "category"})}
+
+
+def periods_figure(rows: list[PeriodRow], zone: ZoneInfo) -> dict:
+    """The whole contract: committed, allocated and busy GPU-hours of each period."""
+    x = [row.period.start.astimezone(zone).strftime("%Y-%m-%d") for row in rows]
+    data = [
+        {"type": "bar", "name": _("Committed"), "x": x,
+         "y": [float(r.committed_gpu_hours) for r in rows], "marker": {"color": COLOURS["ideal"]}},
+        {"type": "bar", "name": _("Allocated"), "x": x,
+         "y": [float(r.used_gpu_hours) for r in rows], "marker": {"color": COLOURS["allocated"]}},
+        {"type": "bar", "name": _("Busy"), "x": x,
+         "y": [float(r.busy_gpu_hours) for r in rows], "marker": {"color": COLOURS["busy"]}},
+    ]
+    return {"data": data, "layout": _layout(
+        _("GPU-hours by period"), _("GPU-hours"), barmode="group",
+        xaxis={"type": "category"}, hovermode="x")}

@@ -1,0 +1,157 @@
+"""Reads what the dashboard and its API show: the contract a tenant page opens on, one period's
+figures, the whole contract period by period. Usage comes from metering's hourly rollups only;
+the raw samples are never read here."""
+
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.db.models import Case, IntegerField, Value, When
+from django.utils.translation import gettext as _
+
+from loans import billing
+from loans.burndown import TRAILING_WINDOW
+from loans.figures import HourUsage, PeriodFigures, PeriodRow, Rates, period_figures
+from loans.models import Contract, Statement, Tenant
+from metering import usage
+
+
+def contracts_of(tenant: Tenant) -> list[Contract]:
+    """The tenant's contracts that have figures to show, the active ones first."""
+    order = Case(When(status=Contract.Status.ACTIVE, then=Value(0)), default=Value(1),
+                 output_field=IntegerField())
+    return list(
+        tenant.contracts.select_related("plan", "tenant")
+        .exclude(status__in=[Contract.Status.DRAFT, Contract.Status.CANCELLED])
+        .order_by(order, "-starts_on")
+    )
+
+
+def rates_of(contract: Contract) -> Rates:
+    terms = contract.terms()
+    return Rates(
+        committed_gpu_hours=terms.committed_gpu_hours,
+        committed_rate=terms.committed_rate,
+        overage_rate=terms.overage_rate,
+        base_quota_gpus=terms.base_quota_gpus,
+        max_quota_gpus=terms.max_quota_gpus,
+        currency=terms.currency,
+    )
+
+
+def started_periods(contract: Contract, now: datetime) -> list[billing.Period]:
+    return [p for p in contract.periods() if p.start <= now]
+
+
+def default_period(contract: Contract, now: datetime) -> billing.Period | None:
+    """The period running now, else the last one that started, else None (not started)."""
+    started = started_periods(contract, now)
+    return started[-1] if started else None
+
+
+def hourly_usage(tenant_id: int, start: datetime, end: datetime) -> list[HourUsage]:
+    return [
+        HourUsage(h.hour, h.allocated_gpu_hours, h.busy_gpu_hours, h.peak_gpus)
+        for h in usage.tenant_hours(tenant_id, start, end)
+    ]
+
+
+def figures(contract: Contract, period: billing.Period, now: datetime) -> PeriodFigures:
+    """One period's figures; the week before it feeds the forecast where the contract ran."""
+    contract_start = contract.periods()[0].start
+    history_start = max(contract_start, period.start - TRAILING_WINDOW)
+    hours = hourly_usage(contract.tenant_id, history_start, min(now, period.end))
+    return period_figures(
+        period=period, rates=rates_of(contract), usage=hours, now=now,
+        history_start=contract_start,
+    )
+
+
+def period_rows(contract: Contract, now: datetime) -> list[PeriodRow]:
+    """Every period that has started: a closed one from its statement, the others from the
+    meter (their figures can still change)."""
+    rates = rates_of(contract)
+    statements = {s.period_index: s for s in Statement.objects.filter(contract=contract)}
+    rows = []
+    for period in started_periods(contract, now):
+        statement = statements.get(period.index)
+        if statement is not None:
+            rows.append(_statement_row(period, statement))
+            continue
+        totals = usage.tenant_totals(contract.tenant_id, period.start, min(now, period.end))
+        used = billing.gpu_hours(totals.allocated_gpu_hours)
+        rows.append(PeriodRow(
+            period=period,
+            state="open" if now < period.end else "ended",
+            committed_gpu_hours=rates.committed_gpu_hours,
+            used_gpu_hours=used,
+            busy_gpu_hours=billing.gpu_hours(totals.busy_gpu_hours),
+            adjustment_gpu_hours=Decimal(0),
+            cost=billing.period_cost(
+                committed=rates.committed_gpu_hours, used=used,
+                committed_rate=rates.committed_rate, overage_rate=rates.overage_rate,
+            ),
+            completeness=None,
+        ))
+    return rows
+
+
+def _statement_row(period: billing.Period, s: Statement) -> PeriodRow:
+    return PeriodRow(
+        period=period,
+        state="closed",
+        committed_gpu_hours=s.committed_gpu_hours,
+        used_gpu_hours=s.allocated_gpu_hours,
+        busy_gpu_hours=s.busy_gpu_hours,
+        adjustment_gpu_hours=s.adjustment_gpu_hours,
+        cost=billing.PeriodCost(
+            committed_gpu_hours=s.committed_gpu_hours,
+            used_gpu_hours=s.allocated_gpu_hours,
+            overage_gpu_hours=s.overage_gpu_hours,
+            unused_gpu_hours=s.unused_gpu_hours,
+            committed_cost=s.committed_cost,
+            overage_cost=s.overage_cost,
+            total=s.total_cost,
+        ),
+        completeness=s.completeness,
+    )
+
+
+class PeriodChoiceError(ValueError):
+    """A `period` parameter that names no started period; the message says what would."""
+
+
+WHOLE_CONTRACT = "all"
+
+
+def pick_period(
+    contract: Contract, value: str | None, now: datetime, *, allow_all: bool = False
+) -> billing.Period | str | None:
+    """Read a `period` parameter: empty for the current period, its number (1 is the first),
+    a local date inside it (YYYY-MM-DD), or "all" for the whole contract where allowed."""
+    started = started_periods(contract, now)
+    value = (value or "").strip()
+    if not value or value == "current":
+        return started[-1] if started else None
+    if value == WHOLE_CONTRACT and allow_all:
+        return WHOLE_CONTRACT
+    if value.isdigit() and len(value) <= 4:
+        number = int(value)
+        if 1 <= number <= len(started):
+            return started[number - 1]
+        raise PeriodChoiceError(
+            _("Period %(number)s has not started; this contract has periods 1 to %(last)s so far.")
+            % {"number": number, "last": len(started)} if started else
+            _("This contract's first period has not started yet."))
+    try:
+        day = date.fromisoformat(value)
+    except ValueError:
+        raise PeriodChoiceError(
+            _("period must be a period number, a date (YYYY-MM-DD) or \"current\"%(all)s; "
+              "got %(value)s.") % {"all": _(" or \"all\"") if allow_all else "",
+                                  "value": repr(value[:32])}) from None
+    moment = billing.local_midnight(day, contract.zone)
+    period = next((p for p in started if p.contains(moment)), None)
+    if period is None:
+        raise PeriodChoiceError(
+            _("%(day)s is in no period of this contract that has started.") % {"day": day})
+    return period

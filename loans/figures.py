@@ -1,0 +1,174 @@
+"""The figures a team lead reads for one period: used against committed, cost so far and at
+period end, the burn-down and the series behind the charts. Pure: hourly usage in, figures out.
+
+The dashboard page and the burn-down API both render a `PeriodFigures`, so they cannot
+disagree.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from loans import billing
+from loans.burndown import BurnDown, burndown
+
+DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class HourUsage:
+    """One UTC hour of a tenant's usage, as the meter rolled it up."""
+
+    hour: datetime
+    allocated_gpu_hours: float
+    busy_gpu_hours: float
+    peak_gpus: float
+
+
+@dataclass(frozen=True)
+class Rates:
+    committed_gpu_hours: Decimal
+    committed_rate: Decimal
+    overage_rate: Decimal
+    base_quota_gpus: int
+    max_quota_gpus: int
+    currency: str
+
+
+@dataclass(frozen=True)
+class PeriodFigures:
+    period: billing.Period
+    now: datetime
+    rates: Rates
+    used_gpu_hours: Decimal
+    busy_gpu_hours: Decimal
+    cost_so_far: billing.PeriodCost
+    projected_used_gpu_hours: Decimal
+    projected_cost: billing.PeriodCost
+    burndown: BurnDown
+    hours: list[HourUsage]  # the period's hours up to now
+
+    @property
+    def committed_gpu_hours(self) -> Decimal:
+        return self.rates.committed_gpu_hours
+
+    @property
+    def remaining_gpu_hours(self) -> Decimal:
+        """Committed GPU-hours not used yet; negative once the period is in overage."""
+        return self.committed_gpu_hours - self.used_gpu_hours
+
+    @property
+    def utilisation(self) -> Decimal | None:
+        return billing.utilisation(self.committed_gpu_hours, self.used_gpu_hours)
+
+    @property
+    def busy_share(self) -> Decimal | None:
+        """Busy over allocated: how much of the paid-for time did work."""
+        if self.used_gpu_hours <= 0:
+            return None
+        return self.busy_gpu_hours / self.used_gpu_hours
+
+    @property
+    def state(self) -> str:
+        if self.now >= self.period.end:
+            return "ended"
+        return "open" if self.now >= self.period.start else "upcoming"
+
+    @property
+    def days_left(self) -> float:
+        left = self.period.end - max(self.now, self.period.start)
+        return max(0.0, left / DAY)
+
+    @property
+    def projected_exhaustion(self) -> datetime | None:
+        return self.burndown.projected_exhaustion
+
+    @property
+    def projected_overage_gpu_hours(self) -> Decimal:
+        return self.projected_cost.overage_gpu_hours
+
+    @property
+    def projected_unused_gpu_hours(self) -> Decimal:
+        return self.projected_cost.unused_gpu_hours
+
+    def cumulative(self) -> tuple[list[float], list[float]]:
+        """Running totals of allocated and busy GPU-hours at the end of each hour."""
+        allocated, busy, a, b = [], [], 0.0, 0.0
+        for hour in self.hours:
+            a += hour.allocated_gpu_hours
+            b += hour.busy_gpu_hours
+            allocated.append(a)
+            busy.append(b)
+        return allocated, busy
+
+
+def period_figures(
+    *,
+    period: billing.Period,
+    rates: Rates,
+    usage: list[HourUsage],
+    now: datetime,
+    history_start: datetime | None = None,
+) -> PeriodFigures:
+    """Figures of `period` as seen at `now` from hourly usage; hours before the period (from
+    `history_start` on, e.g. the contract's start) feed the forecast's trailing rate only."""
+    by_hour = {h.hour: h.allocated_gpu_hours for h in usage if h.hour < now}
+    in_period = [h for h in usage if period.start <= h.hour < min(now, period.end)]
+    used = billing.gpu_hours(sum(h.allocated_gpu_hours for h in in_period))
+    busy = billing.gpu_hours(sum(h.busy_gpu_hours for h in in_period))
+    curve = burndown(
+        start=period.start,
+        end=period.end,
+        committed=float(rates.committed_gpu_hours),
+        usage=by_hour,
+        now=now,
+        history_start=history_start,
+    )
+    projected = max(used, billing.gpu_hours(curve.projected_used))
+    return PeriodFigures(
+        period=period,
+        now=now,
+        rates=rates,
+        used_gpu_hours=used,
+        busy_gpu_hours=busy,
+        cost_so_far=_cost(rates, used),
+        projected_used_gpu_hours=projected,
+        projected_cost=_cost(rates, projected),
+        burndown=curve,
+        hours=in_period,
+    )
+
+
+def _cost(rates: Rates, used: Decimal) -> billing.PeriodCost:
+    return billing.period_cost(
+        committed=rates.committed_gpu_hours,
+        used=used,
+        committed_rate=rates.committed_rate,
+        overage_rate=rates.overage_rate,
+    )
+
+
+@dataclass(frozen=True)
+class PeriodRow:
+    """One period in the whole-contract view and the statements table."""
+
+    period: billing.Period
+    state: str  # "closed" (a statement exists), "ended" (awaiting its statement) or "open"
+    committed_gpu_hours: Decimal
+    used_gpu_hours: Decimal
+    busy_gpu_hours: Decimal
+    adjustment_gpu_hours: Decimal
+    cost: billing.PeriodCost
+    completeness: Decimal | None
+
+
+def totals(rows: list[PeriodRow]) -> dict[str, Decimal]:
+    """Sums over periods: GPU-hours and money add; nothing here averages."""
+    return {
+        "committed_gpu_hours": sum((r.committed_gpu_hours for r in rows), Decimal(0)),
+        "used_gpu_hours": sum((r.used_gpu_hours for r in rows), Decimal(0)),
+        "busy_gpu_hours": sum((r.busy_gpu_hours for r in rows), Decimal(0)),
+        "overage_gpu_hours": sum((r.cost.overage_gpu_hours for r in rows), Decimal(0)),
+        "unused_gpu_hours": sum((r.cost.unused_gpu_hours for r in rows), Decimal(0)),
+        "cost": sum((r.cost.total for r in rows), Decimal(0)),
+    }

@@ -1,0 +1,100 @@
+"""The operators' fleet page: every active contract's period at a glance, and capacity against
+what has been guaranteed."""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from loans import dashboard
+from loans.figures import PeriodFigures
+from loans.models import Contract
+from metering import fleet
+
+
+@dataclass(frozen=True)
+class ContractStatus:
+    contract: Contract
+    figures: PeriodFigures
+
+    @property
+    def used_share(self) -> Decimal | None:
+        c = self.figures.committed_gpu_hours
+        return self.figures.used_gpu_hours / c if c > 0 else None
+
+    @property
+    def projected_share(self) -> Decimal | None:
+        c = self.figures.committed_gpu_hours
+        return self.figures.projected_used_gpu_hours / c if c > 0 else None
+
+    @property
+    def projected_overage_cost(self) -> Decimal:
+        return self.figures.projected_cost.overage_cost
+
+    @property
+    def projected_waste(self) -> Decimal:
+        """Money paid for committed GPU-hours the forecast says will go unused."""
+        rates = self.figures.rates
+        return (self.figures.projected_unused_gpu_hours * rates.committed_rate).quantize(
+            Decimal("0.01"))
+
+    @property
+    def money_at_stake(self) -> Decimal:
+        """Projected overage as a positive amount, projected waste as a negative one: the sort
+        key that brings both ends of the table to the eye."""
+        return self.projected_overage_cost - self.projected_waste
+
+
+SORTS = {
+    "tenant": lambda s: s.contract.tenant.name.lower(),
+    "plan": lambda s: s.contract.plan.name.lower(),
+    "used": lambda s: s.used_share or Decimal(0),
+    "projected": lambda s: s.projected_share or Decimal(0),
+    "money": lambda s: s.money_at_stake,
+    "days_left": lambda s: s.figures.days_left,
+}
+
+
+def contract_statuses(now: datetime, sort: str = "projected", descending: bool = True):
+    """Every active contract in its current period, sorted by one of SORTS."""
+    statuses = []
+    contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
+        "tenant", "plan")
+    for contract in contracts:
+        period = contract.period_at(now)
+        if period is not None:
+            statuses.append(ContractStatus(contract, dashboard.figures(contract, period, now)))
+    return sorted(statuses, key=SORTS[sort], reverse=descending)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    model: str
+    physical_gpus: int
+    guaranteed_gpus: int
+    max_gpus: int
+
+    @property
+    def over_commitment(self) -> float | None:
+        """Guaranteed base quotas per physical GPU: above 1 the guarantees cannot all be met at
+        once."""
+        return self.guaranteed_gpus / self.physical_gpus if self.physical_gpus else None
+
+
+def capacity(now: datetime) -> tuple[list[Capacity], Capacity]:
+    """Physical GPUs by model against the base and max quotas of the contracts running now,
+    and the whole fleet. Plans for any model, and GPUs of no reported model, count in the
+    whole fleet only."""
+    guaranteed: dict[str, int] = defaultdict(int)
+    caps: dict[str, int] = defaultdict(int)
+    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related("plan"):
+        if contract.period_at(now) is None:
+            continue
+        terms = contract.terms()
+        guaranteed[contract.plan.gpu_model] += terms.base_quota_gpus
+        caps[contract.plan.gpu_model] += terms.max_quota_gpus
+    physical = fleet.gpus_by_model()
+    models = sorted((set(physical) | set(guaranteed)) - {""})
+    rows = [Capacity(m, physical.get(m, 0), guaranteed.get(m, 0), caps.get(m, 0)) for m in models]
+    whole = Capacity("", sum(physical.values()), sum(guaranteed.values()), sum(caps.values()))
+    return rows, whole

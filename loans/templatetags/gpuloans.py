@@ -1,0 +1,51 @@
+"""Number formats of the pages: GPU-hours, money, shares, and times in a contract's zone."""
+
+from datetime import datetime
+from decimal import Decimal
+from zoneinfo import ZoneInfo
+
+from django import template
+
+register = template.Library()
+DASH = "–"
+
+
+@register.filter
+def gpuh(value: Decimal | float | None, places: int = 1) -> str:
+    """1234.5678 -> "1,234.6"."""
+    if value is None or value == "":
+        return DASH
+    return f"{float(value):,.{int(places)}f}"
+
+
+@register.filter
+def money(value: Decimal | None, currency: str = "") -> str:
+    """Decimal(11200) with "CNY" -> "11,200.00 CNY"."""
+    if value is None or value == "":
+        return DASH
+    return f"{Decimal(value):,.2f} {currency}".rstrip()
+
+
+@register.filter
+def share(value: Decimal | float | None) -> str:
+    """0.456 -> "45.6%"."""
+    if value is None or value == "":
+        return DASH
+    return f"{float(value) * 100:.1f}%"
+
+
+@register.filter
+def in_zone(value: datetime | None, zone: ZoneInfo | str) -> str:
+    """A moment as wall-clock time in the contract's zone, to the minute."""
+    if value is None:
+        return DASH
+    zone = ZoneInfo(zone) if isinstance(zone, str) else zone
+    return value.astimezone(zone).strftime("%Y-%m-%d %H:%M")
+
+
+@register.filter
+def day_in_zone(value: datetime | None, zone: ZoneInfo | str) -> str:
+    if value is None:
+        return DASH
+    zone = ZoneInfo(zone) if isinstance(zone, str) else zone
+    return value.astimezone(zone).strftime("%Y-%m-%d")

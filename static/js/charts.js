@@ -1,0 +1,36 @@
+// Draws the page's Plotly figures: inline ones from their JSON script tags, and those with a
+// data-src (the heatmap) fetched after the page, so the page itself stays fast.
+(function () {
+  "use strict";
+  var config = { displaylogo: false, responsive: true };
+
+  function draw(element, figure) {
+    window.Plotly.newPlot(element, figure.data, figure.layout, config);
+  }
+
+  document.querySelectorAll("[data-plot]").forEach(function (element) {
+    draw(element, JSON.parse(document.getElementById(element.dataset.plot).textContent));
+  });
+
+  document.querySelectorAll(".chart[data-src]").forEach(function (element) {
+    fetch(element.dataset.src, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error(response.status); }
+        return response.json();
+      })
+      .then(function (figure) {
+        element.innerHTML = "";
+        var empty = !figure.data.length || !figure.data[0].y.length;
+        if (empty) {
+          element.innerHTML = '<p class="empty"></p>';
+          element.firstChild.textContent = element.dataset.empty;
+          return;
+        }
+        draw(element, figure);
+      })
+      .catch(function () {
+        element.innerHTML = '<p class="error"></p>';
+        element.firstChild.textContent = element.dataset.failed;
+      });
+  });
+})();

@@ -1,0 +1,68 @@
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from loans.models import Contract
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.browser
+
+
+def log_in(page, base: str, username: str, next_path: str = "/en/") -> None:
+    page.goto(f"{base}/en/accounts/login/?next={next_path}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("main button[type=submit]")
+
+
+def traces(page, chart: str) -> list[str]:
+    page.wait_for_selector(f"#{chart} .main-svg")
+    return page.evaluate(f"document.getElementById('{chart}').data.map(t => t.name)")
+
+
+def test_a_lead_reads_the_burn_down_switches_period_and_language_and_exports_csv(
+        live_server, page, lead, contract, metered):
+    log_in(page, live_server.url, "lead")
+    expect(page).to_have_url(f"{live_server.url}/en/tenants/vision/")
+    assert traces(page, "chart-burndown") == [
+        "Ideal", "Forecast P10", "Forecast P10–P90", "Forecast", "Remaining"]
+    assert traces(page, "chart-hourly") == ["Allocated", "Busy", "Base quota", "Max quota"]
+    assert traces(page, "chart-heatmap") == ["Utilisation"]
+    expect(page.locator("[data-figure=days-left]")).to_have_text("28.5")
+
+    page.select_option("#period-picker", "1")
+    expect(page).to_have_url(re.compile(r"period=1"))
+    expect(page.locator("[data-figure=days-left]")).to_have_text("0.0")
+    assert traces(page, "chart-burndown")[-1] == "Remaining"
+
+    page.select_option("#language-switch", "zh-hans")
+    page.click(".language-switch button")
+    expect(page).to_have_url(re.compile(r"/zh-hans/tenants/vision/\?.*period=1"))
+    expect(page.locator("#statements h2")).to_have_text("账期与结算单")
+    assert traces(page, "chart-burndown")[-1] == "剩余"
+
+    with page.expect_download() as download:
+        page.click("#periods-csv")
+    text = Path(download.value.path()).read_text()
+    assert text.splitlines()[0].startswith("period,start,end,state,committed_gpu_hours")
+    assert len(text.splitlines()) == 3  # the header and two periods
+
+
+def test_an_operator_lands_on_the_fleet_and_sorts_it(live_server, page, operator, contract,
+                                                     other_tenant, plan, metered):
+    Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
+                            status=Contract.Status.ACTIVE)
+    log_in(page, live_server.url, "operator")
+    expect(page).to_have_url(f"{live_server.url}/en/fleet/")
+    rows = page.locator("#fleet-table tbody tr")
+    expect(rows).to_have_count(2)
+
+    page.click("#fleet-table th a[data-sort=used]")
+    expect(page.locator("#fleet-table th[aria-sort=descending]")).to_contain_text("Used")
+    expect(rows.first).to_have_attribute("data-tenant", "vision")
+    page.click("#fleet-table th a[data-sort=used]")
+    expect(page.locator("#fleet-table th[aria-sort=ascending]")).to_contain_text("Used")
+    expect(rows.first).to_have_attribute("data-tenant", "speech")

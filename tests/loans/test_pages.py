@@ -1,0 +1,172 @@
+"""Who sees which page and API figure; where each actor lands; the fleet page's figures and
+sorting; log in, log out and change a password."""
+
+import csv
+import io
+from datetime import date, timedelta
+
+import pytest
+
+from loans.models import Contract, Membership, Tenant
+from metering.models import Gpu, Node, UsageSample
+from tests.conftest import PASSWORD, make_user
+from tests.story import NOW
+
+ANONYMOUS = None
+
+
+@pytest.fixture
+def actors(lead, member, outsider, operator):
+    return {"anonymous": ANONYMOUS, "lead": lead, "member": member, "outsider": outsider,
+            "operator": operator}
+
+
+PAGES = [  # url, then what anonymous, lead, member, outsider (of another tenant), operator get
+    ("/en/tenants/vision/", "login", 200, 200, 404, 200),
+    ("/en/tenants/vision/?period=1", "login", 200, 200, 404, 200),
+    ("/en/tenants/vision/periods.csv", "login", 200, 200, 404, 200),
+    ("/en/fleet/", "login", 403, 403, 403, 200),
+    ("/en/fleet.csv", "login", 403, 403, 403, 200),
+    ("/api/v1/contracts/{contract}/burndown", 401, 200, 200, 404, 200),
+    ("/api/v1/contracts/{contract}/heatmap", 401, 200, 200, 404, 200),
+    ("/api/v1/tenants/vision/usage", 401, 200, 200, 404, 200),
+]
+
+
+@pytest.mark.parametrize("row", PAGES, ids=[row[0] for row in PAGES])
+def test_every_page_and_api_figure_answers_each_actor_as_it_should(client, actors, contract,
+                                                                   metered, row):
+    url, *answers = row
+    url = url.format(contract=contract.pk)
+    for (name, user), want in zip(actors.items(), answers, strict=True):
+        client.logout()
+        if user is not None:
+            client.force_login(user)
+        response = client.get(url)
+        if want == "login":
+            assert response.status_code == 302, name
+            assert response["Location"].startswith("/en/accounts/login/?next="), name
+        else:
+            assert response.status_code == want, (name, url, response.status_code)
+
+
+def test_a_contract_id_of_another_tenant_is_unknown_to_a_lead(client, lead, other_tenant, plan,
+                                                             frozen):
+    theirs = Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
+                                     status=Contract.Status.ACTIVE)
+    client.force_login(lead)
+    assert client.get(f"/api/v1/contracts/{theirs.pk}/burndown").status_code == 404
+    assert client.get(f"/en/tenants/vision/?contract={theirs.pk}").status_code == 404
+
+
+def test_an_operator_lands_on_the_fleet_and_a_lead_on_their_tenant(client, lead, operator):
+    client.force_login(operator)
+    assert client.get("/en/")["Location"] == "/en/fleet/"
+    client.force_login(lead)
+    assert client.get("/en/")["Location"] == "/en/tenants/vision/"
+
+
+def test_a_member_of_two_tenants_chooses_and_one_of_none_is_told_why(client, lead, other_tenant):
+    Membership.objects.create(user=lead, tenant=other_tenant)
+    client.force_login(lead)
+    html = client.get("/en/").content.decode()
+    assert "/en/tenants/vision/" in html and "/en/tenants/speech/" in html
+    client.force_login(make_user("newcomer"))
+    assert "not a member of any tenant yet" in client.get("/en/").content.decode()
+
+
+def test_a_lead_logs_in_changes_the_password_and_logs_out(client, lead):
+    response = client.post("/en/accounts/login/?next=/en/tenants/vision/",
+                           {"username": "lead", "password": PASSWORD,
+                            "next": "/en/tenants/vision/"})
+    assert response["Location"] == "/en/tenants/vision/"
+    response = client.post("/en/accounts/password/", {
+        "old_password": PASSWORD, "new_password1": "another-long-pass-42",
+        "new_password2": "another-long-pass-42"})
+    assert response["Location"] == "/en/accounts/password/done/"
+    assert client.post("/en/accounts/logout/")["Location"] == "/en/accounts/login/"
+    assert client.get("/en/tenants/vision/").status_code == 302
+    assert client.login(username="lead", password="another-long-pass-42")
+
+
+def test_a_wrong_password_is_refused_with_a_message(client, lead):
+    response = client.post("/en/accounts/login/", {"username": "lead", "password": "nope"})
+    assert response.status_code == 200
+    assert "didn't match" in response.content.decode()
+
+
+def _fleet_tenants(client, query: str = "") -> list[str]:
+    response = client.get(f"/en/fleet/{query}")
+    return [s.contract.tenant.slug for s in response.context["statuses"]]
+
+
+@pytest.fixture
+def second_contract(other_tenant, plan, frozen):
+    contract = Contract(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
+                        time_zone="Asia/Shanghai", status=Contract.Status.ACTIVE)
+    contract.full_clean()
+    contract.save()
+    return contract
+
+
+def test_the_fleet_table_sorts_by_each_column(client, operator, contract, second_contract,
+                                              metered):
+    client.force_login(operator)
+    # vision has used GPU-hours, speech none.
+    assert _fleet_tenants(client, "?sort=used&dir=desc") == ["vision", "speech"]
+    assert _fleet_tenants(client, "?sort=used&dir=asc") == ["speech", "vision"]
+    assert _fleet_tenants(client, "?sort=tenant&dir=asc") == ["speech", "vision"]
+    # speech wastes its whole commitment: the most negative money at stake.
+    assert _fleet_tenants(client, "?sort=money&dir=asc") == ["speech", "vision"]
+    assert _fleet_tenants(client, "?sort=nonsense") == ["vision", "speech"]  # default: projected
+
+
+def test_the_fleet_shows_money_at_stake_capacity_nodes_and_unattributed(
+        client, operator, contract, second_contract, metered):
+    client.force_login(operator)
+    response = client.get("/en/fleet/")
+    speech = next(s for s in response.context["statuses"] if s.contract == second_contract)
+    assert speech.projected_waste == 10_000  # 1,000 GPU-h at 10.00, none used
+    assert speech.projected_overage_cost == 0
+    by_model, whole = response.context["capacity"], response.context["whole"]
+    assert [(c.model, c.physical_gpus, c.guaranteed_gpus) for c in by_model] == [
+        ("NVIDIA H100 80GB HBM3", 3, 16)]
+    assert whole.over_commitment == pytest.approx(16 / 3)
+    node = response.context["nodes"][0]
+    assert node.name == "gpu-node-01" and node.gpus == 3
+    assert node.completeness == pytest.approx(1.0)
+    assert response.context["unattributed"] == (0.0, 0.0)
+
+
+def test_node_completeness_counts_the_gaps(client, operator, contract, metered):
+    # One of three GPUs stops reporting for the last six hours of the day.
+    gpu = Gpu.objects.get(index=2)
+    UsageSample.objects.filter(gpu_id=gpu.pk, ts__gte=NOW - timedelta(hours=6)).delete()
+    client.force_login(operator)
+    node = client.get("/en/fleet/").context["nodes"][0]
+    assert node.completeness == pytest.approx(1 - 6 / (3 * 24))
+
+
+def test_the_fleet_exports_as_csv(client, operator, contract, second_contract, metered):
+    client.force_login(operator)
+    response = client.get("/en/fleet.csv?sort=tenant&dir=asc")
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [r["tenant"] for r in rows] == ["speech", "vision"]
+    assert rows[0]["projected_waste"] == "10000.00"
+
+
+def test_an_empty_fleet_says_what_to_do(client, operator):
+    client.force_login(operator)
+    html = client.get("/en/fleet/").content.decode()
+    assert "No active contract is in a period now" in html
+    assert "No node yet" in html
+
+
+def test_the_fleet_leaks_no_node_or_tenant_to_a_lead(client, lead):
+    Node.objects.create(name="secret-node")
+    Tenant.objects.create(slug="hidden", name="Hidden Team")
+    client.force_login(lead)
+    response = client.get("/en/fleet/")
+    assert response.status_code == 403
+    assert "secret-node" not in response.content.decode()
+    assert "Hidden Team" not in client.get("/en/tenants/vision/").content.decode()
