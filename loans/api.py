@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from loans import charts
 from loans.access import contract_for_user, tenant_for_user
 from loans.billing import local_midnight
-from loans.dashboard import PeriodChoiceError, figures, pick_period
+from loans.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
 from loans.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
 from loans.serializers import (
@@ -24,7 +24,7 @@ from loans.serializers import (
     local_day,
 )
 from metering.fleet import gpu_labels
-from metering.usage import Hour, tenant_gpu_days, tenant_hours
+from metering.usage import Hour, tenant_hours
 
 
 class ProtectedDestroyMixin:
@@ -210,6 +210,6 @@ class ContractHeatmap(APIView):
     @extend_schema(parameters=[PeriodQuery], responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
-        period = _period(request, contract, timezone.now())
-        days = tenant_gpu_days(contract.tenant_id, period.start, period.end, contract.zone)
+        now = timezone.now()
+        days = gpu_days(contract, _period(request, contract, now), now)
         return Response(charts.heatmap_figure(days, gpu_labels({d.gpu_id for d in days})))

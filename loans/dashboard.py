@@ -2,9 +2,11 @@
 figures, the whole contract period by period. Usage comes from metering's hourly rollups only;
 the raw samples are never read here."""
 
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db.models import Case, IntegerField, Value, When
 from django.utils.translation import gettext as _
 
@@ -40,12 +42,6 @@ def rates_of(contract: Contract) -> Rates:
 
 def started_periods(contract: Contract, now: datetime) -> list[billing.Period]:
     return [p for p in contract.periods() if p.start <= now]
-
-
-def default_period(contract: Contract, now: datetime) -> billing.Period | None:
-    """The period running now, else the last one that started, else None (not started)."""
-    started = started_periods(contract, now)
-    return started[-1] if started else None
 
 
 def hourly_usage(tenant_id: int, start: datetime, end: datetime) -> list[HourUsage]:
@@ -155,3 +151,40 @@ def pick_period(
         raise PeriodChoiceError(
             _("%(day)s is in no period of this contract that has started.") % {"day": day})
     return period
+
+
+HEATMAP_CACHE_SECONDS = 24 * 3600
+
+
+def gpu_days(contract: Contract, period: billing.Period, now: datetime) -> list[usage.GpuDay]:
+    """The heatmap's cells: each GPU's usage per local day of the period so far.
+
+    A day that ended before the late-data grace no longer changes, so its cells are cached
+    (a big tenant's month is hundreds of thousands of GPU-hour rows); the days after it are
+    read live. Data later than the grace shows once the cached day expires.
+    """
+    zone, end = contract.zone, min(period.end, now)
+    days = usage.local_days(period.start, end, zone)
+    settled = now - timedelta(hours=settings.LATE_DATA_GRACE_HOURS)
+    bounds = [first for _day, first in days[1:]] + [end]
+    closed = [(day, first, last) for (day, first), last in zip(days, bounds, strict=True)
+              if last <= settled and last != end]
+    keys = {day: f"gpu-days:{contract.tenant_id}:{zone.key}:{day.isoformat()}"
+            for day, _first, _last in closed}
+    cached = cache.get_many(list(keys.values()))
+    missing = [(day, first, last) for day, first, last in closed if keys[day] not in cached]
+    cells = [cell for key in keys.values() if key in cached for cell in cached[key]]
+    if missing:
+        fresh = usage.tenant_gpu_days(contract.tenant_id, missing[0][1], missing[-1][2], zone)
+        wanted = {day for day, _first, _last in missing}
+        by_day: dict = {day: [] for day in wanted}
+        for cell in fresh:
+            if cell.day in wanted:
+                by_day[cell.day].append(cell)
+        cache.set_many({keys[day]: value for day, value in by_day.items()},
+                       HEATMAP_CACHE_SECONDS)
+        cells += [cell for value in by_day.values() for cell in value]
+    live_from = closed[-1][2] if closed else period.start
+    if live_from < end:
+        cells += usage.tenant_gpu_days(contract.tenant_id, live_from, end, zone)
+    return cells

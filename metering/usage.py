@@ -6,7 +6,7 @@ loans calls these functions and nothing else of metering's tables.
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 from django.db import connection, models, transaction
@@ -176,15 +176,34 @@ class GpuDay:
         return 100 * self.busy_gpu_hours / self.allocated_gpu_hours
 
 
+def local_days(start: datetime, end: datetime, zone: ZoneInfo) -> list[tuple[date, datetime]]:
+    """The local days of `zone` that overlap [start, end), each with its first instant in UTC
+    (the first day's is `start` itself when it begins mid-day)."""
+    day = start.astimezone(zone).date()
+    out = []
+    while True:
+        first = datetime.combine(day, time(0), tzinfo=zone).astimezone(UTC)
+        if first >= end:
+            return out
+        out.append((day, max(first, start)))
+        day += timedelta(days=1)
+
+
 def tenant_gpu_days(
     tenant_id: int | None, start: datetime, end: datetime, zone: ZoneInfo
 ) -> list[GpuDay]:
     """Each GPU's held and busy GPU-hours per local day of `zone`, for the hours in
     [start, end) the tenant held it. Summed by the database: a big tenant has a row per GPU
-    and hour."""
+    and hour (a 1,000-GPU month is 720,000 rows)."""
+    start = floor_hour(start)
+    days = local_days(start, end, zone)
+    if not days:
+        return []
+    if connection.vendor == "postgresql":
+        return _gpu_days_postgresql(tenant_id, start, end, days)
     rows = (
         GpuHour.objects.filter(
-            tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end, allocated_gpu_s__gt=0
+            tenant_id=tenant_id, hour__gte=start, hour__lt=end, allocated_gpu_s__gt=0
         )
         .annotate(day=TruncDate("hour", tzinfo=zone))
         .values("gpu_id", "day")
@@ -195,3 +214,31 @@ def tenant_gpu_days(
         GpuDay(row["gpu_id"], row["day"], row["allocated"] / 3600, row["busy"] / 3600)
         for row in rows
     ]
+
+
+# Days are numbered by width_bucket over their first instants, computed here (DST-safe) rather
+# than by converting every row's hour to local time; a row per GPU (arrays of its days) keeps
+# the result small.
+GPU_DAYS_SQL = """
+    SELECT gpu_id, array_agg(bucket ORDER BY bucket), array_agg(allocated ORDER BY bucket),
+           array_agg(busy ORDER BY bucket)
+    FROM (SELECT gpu_id, width_bucket(hour, %(firsts)s::timestamptz[]) AS bucket,
+                 sum(allocated_gpu_s) AS allocated, sum(busy_gpu_s) AS busy
+          FROM metering_gpuhour
+          WHERE tenant_id IS NOT DISTINCT FROM %(tenant)s AND hour >= %(start)s
+            AND hour < %(end)s AND allocated_gpu_s > 0
+          GROUP BY 1, 2) AS by_day
+    GROUP BY gpu_id ORDER BY gpu_id
+"""
+
+
+def _gpu_days_postgresql(tenant_id, start, end, days) -> list[GpuDay]:
+    params = {"firsts": [first for _day, first in days], "tenant": tenant_id, "start": start,
+              "end": end}
+    out = []
+    with connection.cursor() as cursor:
+        cursor.execute(GPU_DAYS_SQL, params)
+        for gpu_id, buckets, allocated, busy in cursor.fetchall():
+            for bucket, a, b in zip(buckets, allocated, busy, strict=True):
+                out.append(GpuDay(gpu_id, days[bucket - 1][0], a / 3600, b / 3600))
+    return out

@@ -3,9 +3,11 @@ usage; periods are picked by number or date; the periods table exports as CSV.""
 
 import csv
 import io
+import json
 from decimal import Decimal
 
 import pytest
+from django.core.cache import cache
 
 from loans.dashboard import rates_of
 from loans.figures import period_figures
@@ -211,3 +213,37 @@ def test_the_page_speaks_chinese(client, lead, contract, metered):
     burndown = response.context["charts"]["burndown"]
     assert burndown["layout"]["title"]["text"] == "剩余承诺 GPU 小时"
     assert [t["name"] for t in burndown["data"]][-1] == "剩余"
+
+
+def test_the_page_s_queries_do_not_grow_with_usage(client, lead, contract, metered,
+                                                   django_assert_max_num_queries):
+    """Rollups are read a period at a time, never a row per hour or per GPU."""
+    client.force_login(lead)
+    with django_assert_max_num_queries(12):
+        assert client.get("/en/tenants/vision/").status_code == 200
+    with django_assert_max_num_queries(6):
+        assert client.get(f"/api/v1/contracts/{contract.pk}/burndown").status_code == 200
+
+
+def test_settled_days_of_the_heatmap_are_cached_and_today_stays_live(client, lead, contract,
+                                                                     metered):
+    client.force_login(lead)
+    url = f"/api/v1/contracts/{contract.pk}/heatmap"
+    before = client.get(url).json()["data"][0]
+    assert before["x"] == ["2026-12-01", "2026-12-02", "2026-12-03"]
+    # A new GPU reports an hour of yesterday (late, past the grace) and an hour of today.
+    token = metered.issue_token()
+    late = {"gpu_uuid": "GPU-late", "gpu_index": 9, "interval_s": 3600, "allocated": True,
+            "util_pct": 10.0, "owner": {"namespace": "vision"}}
+    body = {"node": metered.name, "samples": [
+        {**late, "ts": "2026-12-02T02:00:00Z"}, {**late, "ts": "2026-12-03T02:00:00Z"}]}
+    response = client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert response.json()["accepted"] == 2
+    after = client.get(url).json()["data"][0]
+    row = after["y"].index("gpu-node-01/9")
+    assert after["z"][row] == [None, None, 10.0]  # yesterday comes from the cache
+    cache.clear()  # the cached day expires
+    fresh = client.get(url).json()["data"][0]
+    assert fresh["z"][row] == [None, 10.0, 10.0]
+    assert fresh["z"][:row] == before["z"]
