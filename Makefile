@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test install install-dev lint browser bench-ingest bench-agent
+.PHONY: demo test install install-dev lint browser bench-ingest bench-agent bench-dashboard
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,3 +42,7 @@ bench-ingest: install-dev
 # The agent's CPU and memory with 8 simulated GPUs at the default poll and interval.
 bench-agent: install-dev
 	$(BIN)/python bench/agent.py
+
+# The tenant page and burn-down API on a 1,000-GPU tenant with a year of rollups (PostgreSQL).
+bench-dashboard: install-dev
+	$(BIN)/python bench/dashboard.py
