@@ -7,7 +7,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Sum
 
-from metering.models import Gpu, Node, TenantHour, UsageSample
+from metering.models import Gpu, GpuHour, Node, TenantHour
+from metering.usage import floor_hour
 
 COMPLETENESS_WINDOW = timedelta(hours=24)
 
@@ -28,11 +29,11 @@ class NodeStatus:
 
 def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[NodeStatus]:
     """Every node, with the share of [now - window, now) its GPUs covered with samples (a GPU
-    first seen inside the window is expected from then on)."""
+    first seen inside the window is expected from then on). Read from the hourly rollups."""
     since = now - window
     covered = dict(
-        UsageSample.objects.filter(ts__gte=since, ts__lt=now)
-        .values("gpu_id").annotate(seconds=Sum("interval_s")).values_list("gpu_id", "seconds")
+        GpuHour.objects.filter(hour__gte=floor_hour(since), hour__lt=now)
+        .values("gpu_id").annotate(seconds=Sum("reported_s")).values_list("gpu_id", "seconds")
     )
     expected: Counter = Counter()
     reported: Counter = Counter()

@@ -230,6 +230,11 @@ class HourlyRollup(models.Model):
     peak_gpus = models.FloatField(
         default=0.0, help_text=_("Most GPUs allocated at one instant in the hour.")
     )
+    reported_s = models.FloatField(
+        default=0.0, db_default=0.0,
+        help_text=_("GPU-seconds the samples covered, held or not: against the wall clock, "
+                    "the data's completeness."),
+    )
 
     class Meta:
         abstract = True

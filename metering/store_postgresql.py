@@ -51,30 +51,32 @@ WITH inst AS (
     SELECT tenant_id, hour, max(gpus) AS gpus FROM inst GROUP BY tenant_id, hour
 ), th AS (
     INSERT INTO metering_tenanthour AS t (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
-                                          sample_count, peak_gpus)
-    SELECT s.tenant_id, s.hour, s.alloc_s, s.busy_s, s.n, COALESCE(p.gpus, 0)
+                                          sample_count, peak_gpus, reported_s)
+    SELECT s.tenant_id, s.hour, s.alloc_s, s.busy_s, s.n, COALESCE(p.gpus, 0), s.reported_s
     FROM unnest(%(t_tenant)s::bigint[], %(t_hour)s::timestamptz[], %(t_alloc)s::float8[],
-                %(t_busy)s::float8[], %(t_n)s::int[]) WITH ORDINALITY
-         AS s(tenant_id, hour, alloc_s, busy_s, n, position)
+                %(t_busy)s::float8[], %(t_n)s::int[], %(t_rep)s::float8[]) WITH ORDINALITY
+         AS s(tenant_id, hour, alloc_s, busy_s, n, reported_s, position)
     LEFT JOIN peaks p ON p.hour = s.hour AND p.tenant_id IS NOT DISTINCT FROM s.tenant_id
     ORDER BY s.position
     ON CONFLICT (hour, (COALESCE(tenant_id, 0))) DO UPDATE SET
         allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
         busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
         sample_count = t.sample_count + EXCLUDED.sample_count,
-        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus),
+        reported_s = t.reported_s + EXCLUDED.reported_s
     RETURNING 1
 )
 INSERT INTO metering_gpuhour AS t (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s,
-                                   sample_count, peak_gpus)
+                                   sample_count, peak_gpus, reported_s)
 SELECT * FROM unnest(%(g_gpu)s::int[], %(g_tenant)s::bigint[], %(g_hour)s::timestamptz[],
                      %(g_alloc)s::float8[], %(g_busy)s::float8[], %(g_n)s::int[],
-                     %(g_peak)s::float8[])
+                     %(g_peak)s::float8[], %(g_rep)s::float8[])
 ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
     allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
     busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
     sample_count = t.sample_count + EXCLUDED.sample_count,
-    peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus)
+    peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus),
+    reported_s = t.reported_s + EXCLUDED.reported_s
 """
 
 # Staged samples whose key is stored with other values (run only when some were not inserted;
@@ -164,12 +166,14 @@ def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:
         "t_alloc": [by_tenant[key].allocated_gpu_s for key in tenant_keys],
         "t_busy": [by_tenant[key].busy_gpu_s for key in tenant_keys],
         "t_n": [by_tenant[key].sample_count for key in tenant_keys],
+        "t_rep": [by_tenant[key].reported_s for key in tenant_keys],
         "g_gpu": [key[0] for key in gpu_keys], "g_tenant": [key[1] for key in gpu_keys],
         "g_hour": [key[2] for key in gpu_keys],
         "g_alloc": [by_gpu[key].allocated_gpu_s for key in gpu_keys],
         "g_busy": [by_gpu[key].busy_gpu_s for key in gpu_keys],
         "g_n": [by_gpu[key].sample_count for key in gpu_keys],
         "g_peak": [by_gpu[key].peak_gpus for key in gpu_keys],
+        "g_rep": [by_gpu[key].reported_s for key in gpu_keys],
     }.items()})
 
 

@@ -54,22 +54,24 @@ def _add_to_rollups(cursor, rows: list[tuple]) -> None:
     for (tenant_id, hour), sums in by_tenant.items():
         cursor.execute(
             "INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
-            "sample_count, peak_gpus) VALUES (%s, %s, %s, %s, %s, %s) "
+            "sample_count, peak_gpus, reported_s) VALUES (%s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (hour, COALESCE(tenant_id, 0)) DO UPDATE SET "
             "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
             "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
             "sample_count = sample_count + excluded.sample_count, "
-            "peak_gpus = max(peak_gpus, excluded.peak_gpus)",
+            "peak_gpus = max(peak_gpus, excluded.peak_gpus), "
+            "reported_s = reported_s + excluded.reported_s",
             [tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s, sums.sample_count,
-             peaks.get((tenant_id, hour), 0.0)])
+             peaks.get((tenant_id, hour), 0.0), sums.reported_s])
     for (gpu_id, tenant_id, hour), sums in by_gpu.items():
         cursor.execute(
             "INSERT INTO metering_gpuhour (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
-            "sample_count, peak_gpus) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "sample_count, peak_gpus, reported_s) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (hour, gpu_id, COALESCE(tenant_id, 0)) DO UPDATE SET "
             "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
             "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
             "sample_count = sample_count + excluded.sample_count, "
-            "peak_gpus = max(peak_gpus, excluded.peak_gpus)",
+            "peak_gpus = max(peak_gpus, excluded.peak_gpus), "
+            "reported_s = reported_s + excluded.reported_s",
             [gpu_id, tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s,
-             sums.sample_count, sums.peak_gpus])
+             sums.sample_count, sums.peak_gpus, sums.reported_s])

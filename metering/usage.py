@@ -72,6 +72,7 @@ class _Sums:
     busy_gpu_s: float = 0.0
     sample_count: int = 0
     peak_gpus: float = 0.0
+    reported_s: float = 0.0
 
 
 Sample = tuple[int, datetime, int | None, int, bool, float, float | None]
@@ -95,6 +96,7 @@ def tally(samples: Iterable[Sample]) -> tuple[dict, dict, dict]:
             sums.allocated_gpu_s += allocated_s
             sums.busy_gpu_s += busy_s
             sums.sample_count += 1
+            sums.reported_s += interval_s
         if allocated:
             at_instant[(tenant_id, ts)] += fraction
             gpu_sums = by_gpu[(gpu_id, tenant_id, hour)]

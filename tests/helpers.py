@@ -19,6 +19,7 @@ def assert_rollups_equal_a_recount() -> None:
         assert row.busy_gpu_s == pytest.approx(sums.busy_gpu_s, abs=1e-9), key
         assert row.sample_count == sums.sample_count, key
         assert row.peak_gpus == pytest.approx(sums.peak_gpus, abs=1e-9), key
+        assert row.reported_s == pytest.approx(sums.reported_s, abs=1e-9), key
     stored_gpu = {(r.gpu_id, r.tenant_id, r.hour): r for r in GpuHour.objects.all()}
     assert set(stored_gpu) == set(by_gpu)
     for key, sums in by_gpu.items():
@@ -26,3 +27,4 @@ def assert_rollups_equal_a_recount() -> None:
         assert row.allocated_gpu_s == pytest.approx(sums.allocated_gpu_s, abs=1e-9), key
         assert row.sample_count == sums.sample_count, key
         assert row.peak_gpus == pytest.approx(sums.peak_gpus, abs=1e-9), key
+        assert row.reported_s == pytest.approx(sums.reported_s, abs=1e-9), key

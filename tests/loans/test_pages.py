@@ -3,12 +3,13 @@ sorting; log in, log out and change a password."""
 
 import csv
 import io
+import json
 from datetime import date, timedelta
 
 import pytest
 
 from loans.models import Contract, Membership, Tenant
-from metering.models import Gpu, Node, UsageSample
+from metering.models import Gpu, Node
 from tests.conftest import PASSWORD, make_user
 from tests.story import NOW
 
@@ -138,13 +139,20 @@ def test_the_fleet_shows_money_at_stake_capacity_nodes_and_unattributed(
     assert response.context["unattributed"] == (0.0, 0.0)
 
 
-def test_node_completeness_counts_the_gaps(client, operator, contract, metered):
-    # One of three GPUs stops reporting for the last six hours of the day.
-    gpu = Gpu.objects.get(index=2)
-    UsageSample.objects.filter(gpu_id=gpu.pk, ts__gte=NOW - timedelta(hours=6)).delete()
+def test_node_completeness_counts_the_gaps(client, operator, frozen):
+    node = Node.objects.create(name="gappy")
+    token = node.issue_token()
+    # One GPU, seen for days, reports 18 of the last 24 hours.
+    hours = [NOW - timedelta(hours=k) for k in range(1, 25) if k not in (3, 4, 10, 11, 12, 20)]
+    body = {"node": "gappy", "samples": [
+        {"gpu_uuid": "GPU-gappy", "ts": hour.isoformat(), "interval_s": 3600, "allocated": False}
+        for hour in hours]}
+    client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {token}")
+    Gpu.objects.update(first_seen_at=NOW - timedelta(days=3))
     client.force_login(operator)
-    node = client.get("/en/fleet/").context["nodes"][0]
-    assert node.completeness == pytest.approx(1 - 6 / (3 * 24))
+    status = client.get("/en/fleet/").context["nodes"][0]
+    assert status.name == "gappy" and status.completeness == pytest.approx(18 / 24)
 
 
 def test_the_fleet_exports_as_csv(client, operator, contract, second_contract, metered):
