@@ -16,4 +16,5 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "purge-old-samples": {"task": "metering.tasks.purge_old_samples",
                           "schedule": crontab(minute=17, hour=3)},
+    "close-periods": {"task": "loans.tasks.close_periods", "schedule": crontab(minute=7)},
 }

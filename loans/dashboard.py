@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.db.models import Case, IntegerField, Value, When
 from django.utils.translation import gettext as _
 
-from loans import billing
+from loans import billing, closing
 from loans.burndown import TRAILING_WINDOW
 from loans.figures import HourUsage, PeriodFigures, PeriodRow, Rates, period_figures
 from loans.models import Contract, Statement, Tenant
@@ -64,12 +64,15 @@ def figures(contract: Contract, period: billing.Period, now: datetime) -> Period
 
 def period_rows(contract: Contract, now: datetime) -> list[PeriodRow]:
     """Every period that has started: a closed one from its statement, the others from the
-    meter (their figures can still change)."""
+    meter (their figures can still change). Late usage of closed periods shows as the
+    adjustment of the first period not closed yet, where its statement will bill it."""
     rates = rates_of(contract)
-    statements = {s.period_index: s for s in Statement.objects.filter(contract=contract)}
+    statements = list(Statement.objects.filter(contract=contract).order_by("period_index"))
+    by_index = {s.period_index: s for s in statements}
+    pending = closing.pending_adjustment(contract, statements)
     rows = []
     for period in started_periods(contract, now):
-        statement = statements.get(period.index)
+        statement = by_index.get(period.index)
         if statement is not None:
             rows.append(_statement_row(period, statement))
             continue
@@ -81,13 +84,14 @@ def period_rows(contract: Contract, now: datetime) -> list[PeriodRow]:
             committed_gpu_hours=rates.committed_gpu_hours,
             used_gpu_hours=used,
             busy_gpu_hours=billing.gpu_hours(totals.busy_gpu_hours),
-            adjustment_gpu_hours=Decimal(0),
+            adjustment_gpu_hours=pending,
             cost=billing.period_cost(
-                committed=rates.committed_gpu_hours, used=used,
+                committed=rates.committed_gpu_hours, used=used + pending,
                 committed_rate=rates.committed_rate, overage_rate=rates.overage_rate,
             ),
             completeness=None,
         ))
+        pending = Decimal(0)
     return rows
 
 

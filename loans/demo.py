@@ -128,6 +128,8 @@ def seed(
     end = floor_hour(now)
     start = end - timedelta(days=days)
     count = _write(_fleet_samples(start, end, zone), _attribution())
+    # The demo's GPUs have been reporting since its history began.
+    Gpu.objects.filter(first_seen_at__gt=start).update(first_seen_at=start)
     log(f"usage: {count} hourly samples offered (those already stored are kept)")
     log("rollups: recounting from the samples")
     rebuild_rollups(start, end)

@@ -5,7 +5,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Sum
+from django.db.models import Q, Sum
 
 from metering.models import Gpu, GpuHour, Node, TenantHour
 from metering.usage import floor_hour
@@ -27,25 +27,32 @@ class NodeStatus:
         return None if self.last_seen_at is None else now - self.last_seen_at
 
 
-def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[NodeStatus]:
-    """Every node, with the share of [now - window, now) its GPUs covered with samples (a GPU
-    first seen inside the window is expected from then on). Read from the hourly rollups."""
-    since = now - window
-    covered = dict(
-        GpuHour.objects.filter(hour__gte=floor_hour(since), hour__lt=now)
+def _coverage(gpus: list[tuple[int, int, datetime]], start: datetime, end: datetime):
+    """For GPUs `(id, node id, first seen)`: per node, the GPU-seconds of [start, end) expected
+    (from first sight) and reported (capped at what was expected), from the rollups."""
+    reported_by_gpu = dict(
+        GpuHour.objects.filter(gpu_id__in=[g for g, _n, _f in gpus], hour__gte=floor_hour(start),
+                               hour__lt=end)
         .values("gpu_id").annotate(seconds=Sum("reported_s")).values_list("gpu_id", "seconds")
     )
     expected: Counter = Counter()
     reported: Counter = Counter()
-    counts: Counter = Counter()
-    for gpu_id, node_id, first_seen in Gpu.objects.values_list("id", "node_id", "first_seen_at"):
-        counts[node_id] += 1
-        span = (now - max(since, first_seen)).total_seconds()
+    for gpu_id, node_id, first_seen in gpus:
+        span = (end - max(start, first_seen)).total_seconds()
         if span <= 0:
             continue
         expected[node_id] += span
-        # A sample's interval can reach back before the window; never count more than it.
-        reported[node_id] += min(covered.get(gpu_id, 0), span)
+        # A sample's interval can reach past the window; never count more than expected.
+        reported[node_id] += min(reported_by_gpu.get(gpu_id, 0.0), span)
+    return expected, reported
+
+
+def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[NodeStatus]:
+    """Every node, with the share of [now - window, now) its GPUs covered with samples (a GPU
+    first seen inside the window is expected from then on). Read from the hourly rollups."""
+    gpus = list(Gpu.objects.values_list("id", "node_id", "first_seen_at"))
+    expected, reported = _coverage(gpus, now - window, now)
+    counts = Counter(node_id for _g, node_id, _f in gpus)
     return [
         NodeStatus(
             name=node.name,
@@ -58,6 +65,22 @@ def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[
         )
         for node in Node.objects.select_related("default_tenant")
     ]
+
+
+def tenant_completeness(tenant_id: int, start: datetime, end: datetime) -> float:
+    """Share of [start, end) the tenant's nodes reported: every GPU of the nodes that carried
+    its usage or default to it. 1 where nothing was expected."""
+    carried = GpuHour.objects.filter(tenant_id=tenant_id, hour__gte=floor_hour(start),
+                                     hour__lt=end).values("gpu_id")
+    nodes = Gpu.objects.filter(pk__in=carried).values("node_id")
+    gpus = list(
+        Gpu.objects.filter(Q(node_id__in=nodes) | Q(node__default_tenant_id=tenant_id),
+                           first_seen_at__lt=end)
+        .values_list("id", "node_id", "first_seen_at")
+    )
+    expected, reported = _coverage(gpus, start, end)
+    total = sum(expected.values())
+    return sum(reported.values()) / total if total else 1.0
 
 
 def gpus_by_model() -> dict[str, int]:
