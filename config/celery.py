@@ -17,4 +17,5 @@ app.conf.beat_schedule = {
     "purge-old-samples": {"task": "metering.tasks.purge_old_samples",
                           "schedule": crontab(minute=17, hour=3)},
     "close-periods": {"task": "loans.tasks.close_periods", "schedule": crontab(minute=7)},
+    "check-alerts": {"task": "loans.tasks.check_alerts", "schedule": 300.0},
 }

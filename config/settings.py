@@ -252,6 +252,14 @@ INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024, minimu
 INGEST_MAX_SAMPLES = env_int("INGEST_MAX_SAMPLES", 5000, minimum=1)
 INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per node; 0: no limit
 
+# Alerts: projected overage or unused commitment beyond these shares of the commitment; a node
+# silent for three agent intervals; operators' addresses for alerts no tenant owns.
+ALERT_OVERAGE_PERCENT = env_int("ALERT_OVERAGE_PERCENT", 5)
+ALERT_UNUSED_PERCENT = env_int("ALERT_UNUSED_PERCENT", 20)
+NODE_SILENT_AFTER_SECONDS = env_int("NODE_SILENT_AFTER_SECONDS", 3 * 60, minimum=1)
+ALERT_EMAILS = env_list("ALERT_EMAILS", [])
+WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+
 # Throttle counters: per process by default; point CACHE_URL at Redis to share them.
 CACHE_URL = env_str("CACHE_URL")
 if CACHE_URL and urlsplit(CACHE_URL).scheme not in ("redis", "rediss"):

@@ -5,7 +5,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from config.admin import ReadOnlyAdmin
-from loans.models import Contract, Membership, Plan, Statement, Tenant
+from loans.models import Alert, Contract, Membership, Plan, Statement, Tenant
 from loans.summary import current_summary
 from loans.tokens import ApiToken
 from metering.admin import show_tokens
@@ -27,6 +27,10 @@ class AttributionRuleInline(admin.TabularInline):
 class TenantAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name", "memberships__user__username"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name"]}),
+        (_("Alert notifications"), {"fields": ["alert_emails", "webhook_url"]}),
+    ]
     inlines = [MembershipInline, AttributionRuleInline]
 
 
@@ -119,6 +123,17 @@ class StatementAdmin(ReadOnlyAdmin):
     search_fields = ["contract__tenant__slug", "contract__plan__name"]
     list_select_related = ["contract__tenant", "contract__plan"]
     date_hierarchy = "period_start"
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnlyAdmin):
+    """Alerts are opened and resolved by the alert job; this is their history."""
+
+    list_display = ["opened_at", "kind", "tenant", "subject", "state", "resolved_at", "message"]
+    list_filter = ["state", "kind", "tenant"]
+    search_fields = ["subject", "message", "tenant__slug"]
+    list_select_related = ["tenant"]
+    date_hierarchy = "opened_at"
 
 
 @admin.register(ApiToken)

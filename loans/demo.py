@@ -107,7 +107,8 @@ def seed(
         tenants = {}
         for story in STORIES:
             tenant, _created = Tenant.objects.get_or_create(
-                slug=story.slug, defaults={"name": story.name}
+                slug=story.slug,
+                defaults={"name": story.name, "alert_emails": f"{story.slug}-lead@example.com"},
             )
             tenants[story.slug] = tenant
             for role in (Membership.Role.LEAD, Membership.Role.MEMBER):

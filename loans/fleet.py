@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import Count
+
 from loans import dashboard
 from loans.figures import PeriodFigures
-from loans.models import Contract
+from loans.models import Alert, Contract
 from metering import fleet
 
 
@@ -16,6 +18,7 @@ from metering import fleet
 class ContractStatus:
     contract: Contract
     figures: PeriodFigures
+    open_alerts: int = 0
 
     @property
     def used_share(self) -> Decimal | None:
@@ -52,6 +55,7 @@ SORTS = {
     "projected": lambda s: s.projected_share or Decimal(0),
     "money": lambda s: s.money_at_stake,
     "days_left": lambda s: s.figures.days_left,
+    "alerts": lambda s: s.open_alerts,
 }
 
 
@@ -60,10 +64,13 @@ def contract_statuses(now: datetime, sort: str = "projected", descending: bool =
     statuses = []
     contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
         "tenant", "plan")
+    alerts = dict(Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=False)
+                  .values("tenant_id").annotate(n=Count("pk")).values_list("tenant_id", "n"))
     for contract in contracts:
         period = contract.period_at(now)
         if period is not None:
-            statuses.append(ContractStatus(contract, dashboard.figures(contract, period, now)))
+            statuses.append(ContractStatus(contract, dashboard.figures(contract, period, now),
+                                           alerts.get(contract.tenant_id, 0)))
     return sorted(statuses, key=SORTS[sort], reverse=descending)
 
 

@@ -53,7 +53,8 @@ class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
 
     class Meta:
         model = Tenant
-        fields = ["slug", "name", "attribution_rules", "created_at"]
+        fields = ["slug", "name", "attribution_rules", "alert_emails", "webhook_url",
+                  "created_at"]
         read_only_fields = ["created_at"]
 
     def validate_attribution_rules(self, rules: list[dict]) -> list[dict]:

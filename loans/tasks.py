@@ -1,12 +1,38 @@
+"""The loans jobs: thin adapters that take ids and call a service (scheduled in config/celery.py;
+each is also a management command)."""
+
 from celery import shared_task
 from django.utils import timezone
 
+from loans import notify
+from loans.alerting import evaluate_alerts
 from loans.closing import close_due_periods
 
+RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 5}
 
-@shared_task(autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
+
+@shared_task(**RETRY)
 def close_periods() -> str:
     """Write the statements that are due (hourly, from beat). Each statement is written in
     one transaction, so a failed run leaves none half-written and the retry resumes."""
     run = close_due_periods(timezone.now())
     return f"{len(run.written)} statements written over {run.contracts} contracts"
+
+
+@shared_task(**RETRY)
+def check_alerts() -> str:
+    """Open and resolve alerts (every five minutes, from beat)."""
+    run = evaluate_alerts(timezone.now())
+    return f"{len(run.opened)} opened, {len(run.resolved)} resolved"
+
+
+# Receivers may be down for a while: back off up to an hour between tries, for about a day.
+@shared_task(autoretry_for=(notify.DeliveryError,), retry_backoff=30, retry_backoff_max=3600,
+             max_retries=30)
+def deliver_webhook(alert_id: int, event: str) -> int:
+    return notify.post_webhook(alert_id, event)
+
+
+@shared_task(autoretry_for=(OSError,), retry_backoff=30, retry_backoff_max=3600, max_retries=30)
+def send_alert_email(alert_id: int, event: str) -> int:
+    return notify.email(alert_id, event)

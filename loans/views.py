@@ -12,19 +12,24 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy as _lazy
+from django.utils.translation import gettext_lazy
 
 from loans import charts, dashboard, fleet
 from loans.access import tenant_for_user, tenants_for
 from loans.billing import Period
 from loans.figures import totals
-from loans.models import Contract, Tenant
+from loans.models import Alert, Contract, Tenant
 from metering import fleet as metering_fleet
 
+ALERT_HISTORY = 30
 FLEET_COLUMNS = [  # sort key, heading
-    ("tenant", _lazy("Tenant")), ("plan", _lazy("Plan")), ("used", _lazy("Used")),
-    ("projected", _lazy("Projected")), ("money", _lazy("Projected overage or waste")),
-    ("days_left", _lazy("Days left")),
+    ("tenant", gettext_lazy("Tenant")),
+    ("plan", gettext_lazy("Plan")),
+    ("used", gettext_lazy("Used")),
+    ("projected", gettext_lazy("Projected")),
+    ("money", gettext_lazy("Projected overage or waste")),
+    ("days_left", gettext_lazy("Days left")),
+    ("alerts", gettext_lazy("Open alerts")),
 ]
 
 
@@ -100,7 +105,8 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     context.update(
         choice=choice, rows=rows, zone=zone, currency=contract.terms().currency,
         periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
-        recommendations=[], alerts=[],
+        recommendations=[],
+        alerts=list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[:ALERT_HISTORY]),
     )
     if choice == dashboard.WHOLE_CONTRACT:
         context.update(
@@ -172,6 +178,7 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
         "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
         "capacity": by_model, "whole": whole,
         "nodes": metering_fleet.node_status(now),
+        "fleet_alerts": Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=True),
         "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
         "now": now,
     })

@@ -1,5 +1,6 @@
-"""Tenants, their members, the plan catalogue, contracts, statements and API tokens."""
+"""Tenants, their members, the plan catalogue, contracts, statements, alerts and API tokens."""
 
+from loans.models.alerts import Alert
 from loans.models.contracts import Contract, Terms
 from loans.models.fields import (
     MAX_HOURS_PER_PERIOD,
@@ -17,7 +18,7 @@ from loans.models.tenants import Membership, Tenant
 from loans.tokens import ApiToken
 
 __all__ = [
-    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "ApiToken", "Contract", "Membership", "Plan",
-    "Statement", "Tenant", "Terms", "currency_validator", "default_currency",
+    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "ApiToken", "Contract", "Membership",
+    "Plan", "Statement", "Tenant", "Terms", "currency_validator", "default_currency",
     "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

@@ -1,10 +1,11 @@
 """Limits, defaults and validators the loans models share."""
 
+import re
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator, validate_email
 from django.utils.translation import gettext_lazy as _
 
 # A period can hold at most 31 days of the max quota; a commitment above that can never be met.
@@ -38,3 +39,19 @@ def validate_time_zone(value: str) -> None:
 
 def non_negative() -> list:
     return [MinValueValidator(0)]
+
+
+def split_emails(value: str) -> list[str]:
+    return [part.strip() for part in re.split(r"[,\s]+", value or "") if part.strip()]
+
+
+def validate_emails(value: str) -> None:
+    """Each address of a comma- or line-separated list, named when it is not one."""
+    for address in split_emails(value):
+        try:
+            validate_email(address)
+        except ValidationError:
+            raise ValidationError(
+                _("%(address)s is not an e-mail address."), params={"address": address[:80]},
+                code="invalid",
+            ) from None

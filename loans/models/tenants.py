@@ -1,11 +1,12 @@
 """Tenants (teams) and their members."""
 
 from django.conf import settings
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from loans.models.fields import slug_validator
+from loans.models.fields import slug_validator, split_emails, validate_emails
 
 
 class Tenant(models.Model):
@@ -13,6 +14,14 @@ class Tenant(models.Model):
 
     slug = models.CharField(_("slug"), max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(_("name"), max_length=200)
+    alert_emails = models.TextField(
+        _("alert e-mails"), blank=True, validators=[validate_emails],
+        help_text=_("Addresses told of alerts, one per line or comma-separated."),
+    )
+    webhook_url = models.URLField(
+        _("alert webhook"), blank=True, validators=[URLValidator(schemes=["http", "https"])],
+        help_text=_("Receives each alert opened or resolved as a JSON POST (retried)."),
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:
@@ -22,6 +31,9 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def alert_recipients(self) -> list[str]:
+        return split_emails(self.alert_emails)
 
 
 class Membership(models.Model):

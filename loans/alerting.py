@@ -1,0 +1,177 @@
+"""Alerts: find the conditions that hold now, open an alert for each new one, resolve those
+that cleared. One open alert per kind and subject (a partial unique index backs it), so runs
+twice or concurrently open nothing twice; each change is notified after it commits."""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
+
+from loans import dashboard
+from loans.models import Alert, Contract
+from metering import fleet
+from metering.models import GpuHour, Node
+from metering.usage import floor_hour
+
+THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crossed is open
+IDLE_UTIL = 0.05
+COMPLETE = 0.99
+Kind = Alert.Kind
+
+
+@dataclass(frozen=True)
+class Condition:
+    kind: str
+    subject: str
+    tenant_id: int | None
+    message: str
+    details: dict = field(default_factory=dict)
+
+
+def _money(value: Decimal) -> str:
+    return f"{value:,.2f}"
+
+
+def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
+    """Commitment used, projected overage or unused, completeness: for the period running."""
+    period = contract.period_at(now)
+    if period is None:
+        return []
+    figures = dashboard.figures(contract, period, now)
+    committed, rates = figures.committed_gpu_hours, figures.rates
+    if committed <= 0:
+        return []
+    out = []
+    subject = f"contract:{contract.pk}:period:{period.index + 1}"
+    tenant = contract.tenant
+    used = figures.used_gpu_hours / committed * 100
+    crossed = next((t for t in THRESHOLDS if used >= t), None)
+    if crossed is not None:
+        out.append(Condition(Kind.COMMITMENT_USED, f"{subject}:{crossed}", tenant.pk, _(
+            "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+            "period %(period)s.") % {"tenant": tenant.name, "used": used,
+                                     "committed": f"{committed:,.0f}",
+                                     "period": period.index + 1},
+            {"threshold_percent": crossed, "used_gpu_hours": str(figures.used_gpu_hours)}))
+    overage = figures.projected_overage_gpu_hours
+    if overage > committed * settings.ALERT_OVERAGE_PERCENT / 100:
+        cost = figures.projected_cost.overage_cost
+        out.append(Condition(Kind.PROJECTED_OVERAGE, subject, tenant.pk, _(
+            "At the last week's rate %(tenant)s will use %(hours)s GPU-h above its commitment "
+            "this period, %(money)s %(currency)s at the overage rate.") % {
+                "tenant": tenant.name, "hours": f"{overage:,.0f}", "money": _money(cost),
+                "currency": rates.currency},
+            {"projected_overage_gpu_hours": str(overage), "projected_overage_cost": str(cost),
+             "exhaustion": figures.projected_exhaustion.isoformat()
+             if figures.projected_exhaustion else None}))
+    unused = figures.projected_unused_gpu_hours
+    if (unused > committed * settings.ALERT_UNUSED_PERCENT / 100
+            and now - period.start >= timedelta(days=1)):
+        waste = (unused * rates.committed_rate).quantize(Decimal("0.01"))
+        out.append(Condition(Kind.PROJECTED_UNUSED, subject, tenant.pk, _(
+            "At the last week's rate %(tenant)s will leave %(hours)s committed GPU-h unused "
+            "this period: %(money)s %(currency)s paid for nothing.") % {
+                "tenant": tenant.name, "hours": f"{unused:,.0f}", "money": _money(waste),
+                "currency": rates.currency},
+            {"projected_unused_gpu_hours": str(unused), "projected_waste": str(waste)}))
+    if now - period.start >= timedelta(hours=1):
+        completeness = fleet.tenant_completeness(tenant.pk, period.start, floor_hour(now))
+        if completeness < COMPLETE:
+            out.append(Condition(Kind.INCOMPLETE_DATA, subject, tenant.pk, _(
+                "Only %(share).1f%% of period %(period)s has been reported by %(tenant)s's "
+                "nodes so far: its usage may be undercounted.") % {
+                    "share": completeness * 100, "period": period.index + 1,
+                    "tenant": tenant.name},
+                {"completeness": round(completeness, 4)}))
+    return out
+
+
+def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]:
+    """GPUs a tenant held for the whole last hour at under 5% utilisation, with their cost."""
+    hour = floor_hour(now) - timedelta(hours=1)
+    rate = {c.tenant_id: c.terms().committed_rate for c in contracts}
+    currency = {c.tenant_id: c.terms().currency for c in contracts}
+    idle: dict[int, list[int]] = {}
+    rows = GpuHour.objects.filter(hour=hour, tenant__isnull=False,
+                                  allocated_gpu_s__gte=3600 * 0.999)
+    for tenant_id, gpu_id, allocated, busy in rows.values_list(
+            "tenant_id", "gpu_id", "allocated_gpu_s", "busy_gpu_s"):
+        if busy < IDLE_UTIL * allocated:
+            idle.setdefault(tenant_id, []).append(gpu_id)
+    labels = fleet.gpu_labels({g for gpus in idle.values() for g in gpus})
+    out = []
+    for tenant_id, gpus in idle.items():
+        cost = (len(gpus) * rate.get(tenant_id, Decimal(0))).quantize(Decimal("0.01"))
+        names = sorted(labels.get(g, str(g)) for g in gpus)
+        out.append(Condition(Kind.IDLE_GPUS, f"tenant:{tenant_id}:idle", tenant_id, _(
+            "%(count)s GPUs were held for the last hour at under 5%% utilisation (%(gpus)s), "
+            "costing %(money)s %(currency)s an hour.") % {
+                "count": len(gpus), "gpus": ", ".join(names[:10]) + (" …" if len(names) > 10
+                                                                    else ""),
+                "money": _money(cost), "currency": currency.get(tenant_id, "")},
+            {"hour": hour.isoformat(), "gpus": names, "cost_per_hour": str(cost)}))
+    return out
+
+
+def node_conditions(now: datetime) -> list[Condition]:
+    silent_after = timedelta(seconds=settings.NODE_SILENT_AFTER_SECONDS)
+    out = []
+    for node in Node.objects.filter(last_seen_at__lt=now - silent_after):
+        minutes = (now - node.last_seen_at).total_seconds() / 60
+        out.append(Condition(Kind.NODE_SILENT, f"node:{node.name}", node.default_tenant_id, _(
+            "Node %(node)s has sent nothing for %(minutes).0f minutes; its GPUs' usage is not "
+            "being metered.") % {"node": node.name, "minutes": minutes},
+            {"last_seen_at": node.last_seen_at.isoformat()}))
+    return out
+
+
+def conditions(now: datetime) -> list[Condition]:
+    contracts = list(Contract.objects.filter(status=Contract.Status.ACTIVE)
+                     .select_related("tenant", "plan"))
+    found = [c for contract in contracts for c in contract_conditions(contract, now)]
+    return found + idle_conditions(now, contracts) + node_conditions(now)
+
+
+@dataclass(frozen=True)
+class AlertRun:
+    opened: list[Alert]
+    resolved: list[Alert]
+
+
+def evaluate_alerts(now: datetime) -> AlertRun:
+    """Open, update and resolve alerts to match the conditions that hold at `now`."""
+    from loans.notify import notify_later
+
+    found = {(c.kind, c.subject): c for c in conditions(now)}
+    opened, resolved = [], []
+    with transaction.atomic():
+        current = {(a.kind, a.subject): a
+                   for a in Alert.objects.select_for_update().filter(state=Alert.State.OPEN)}
+        for key, condition in found.items():
+            alert = current.get(key)
+            if alert is not None:
+                if (alert.message, alert.details) != (condition.message, condition.details):
+                    alert.message, alert.details = condition.message, condition.details
+                    alert.save(update_fields=["message", "details"])
+                continue
+            try:
+                with transaction.atomic():
+                    opened.append(Alert.objects.create(
+                        tenant_id=condition.tenant_id, kind=condition.kind,
+                        subject=condition.subject, message=condition.message,
+                        details=condition.details, opened_at=now))
+            except IntegrityError:  # a concurrent run opened it first
+                continue
+        for key, alert in current.items():
+            if key not in found:
+                alert.state, alert.resolved_at = Alert.State.RESOLVED, now
+                alert.save(update_fields=["state", "resolved_at"])
+                resolved.append(alert)
+        for alert in opened:
+            notify_later(alert, "opened")
+        for alert in resolved:
+            notify_later(alert, "resolved")
+    return AlertRun(opened, resolved)
