@@ -259,6 +259,8 @@ ALERT_UNUSED_PERCENT = env_int("ALERT_UNUSED_PERCENT", 20)
 NODE_SILENT_AFTER_SECONDS = env_int("NODE_SILENT_AFTER_SECONDS", 3 * 60, minimum=1)
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+# Recommend another plan only when it would have been cheaper by this share.
+PLAN_SWITCH_MARGIN_PERCENT = env_int("PLAN_SWITCH_MARGIN_PERCENT", 10)
 
 # Throttle counters: per process by default; point CACHE_URL at Redis to share them.
 CACHE_URL = env_str("CACHE_URL")

@@ -1,7 +1,7 @@
 from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -38,6 +38,8 @@ urlpatterns += i18n_patterns(
          name="password_change_done"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("tenants/<slug:slug>/periods.csv", views.periods_csv, name="tenant-periods-csv"),
+    re_path(r"^tenants/(?P<slug>[-a-z0-9]+)/recommendations/(?P<pk>[0-9]{1,18})/"
+            r"(?P<decision>accept|dismiss)/$", views.decide, name="recommendation-decide"),
     path("fleet/", views.fleet_page, name="fleet"),
     path("fleet.csv", views.fleet_csv, name="fleet-csv"),
     path("admin/", admin.site.urls),

@@ -5,7 +5,15 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from config.admin import ReadOnlyAdmin
-from loans.models import Alert, Contract, Membership, Plan, Statement, Tenant
+from loans.models import (
+    Alert,
+    Contract,
+    Membership,
+    Plan,
+    Recommendation,
+    Statement,
+    Tenant,
+)
 from loans.summary import current_summary
 from loans.tokens import ApiToken
 from metering.admin import show_tokens
@@ -134,6 +142,29 @@ class AlertAdmin(ReadOnlyAdmin):
     search_fields = ["subject", "message", "tenant__slug"]
     list_select_related = ["tenant"]
     date_hierarchy = "opened_at"
+
+
+@admin.register(Recommendation)
+class RecommendationAdmin(admin.ModelAdmin):
+    """What the jobs advise and what leads decided; accepted ones wait for an operator to
+    change the contract, then to mark them applied."""
+
+    list_display = ["created_at", "contract", "kind", "current", "recommended",
+                    "expected_saving", "confidence", "state", "decided_by", "decided_at"]
+    list_filter = ["state", "kind", "confidence"]
+    search_fields = ["contract__tenant__slug", "message"]
+    list_select_related = ["contract__tenant", "contract__plan", "decided_by"]
+    readonly_fields = [f.name for f in Recommendation._meta.fields if f.name != "state"]
+    actions = ["mark_applied"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description=_("Mark the accepted ones as applied"))
+    def mark_applied(self, request, queryset) -> None:
+        count = queryset.filter(state=Recommendation.State.ACCEPTED).update(
+            state=Recommendation.State.APPLIED)
+        self.message_user(request, _("%(count)s marked as applied.") % {"count": count})
 
 
 @admin.register(ApiToken)

@@ -166,3 +166,32 @@ def periods_figure(rows: list[PeriodRow], zone: ZoneInfo) -> dict:
     return {"data": data, "layout": _layout(
         _("GPU-hours by period"), _("GPU-hours"), barmode="group",
         xaxis={"type": "category"}, hovermode="x")}
+
+
+def commitment_figure(rec) -> dict:
+    """Expected cost per period against the commitment, with its P10-P90 band over the
+    history's windows, and the recommended, current and rule-of-thumb commitments marked."""
+    curve = rec.evidence.get("curve", [])
+    x = [p[0] for p in curve]
+    costs = {c: e for c, e, _low, _high in curve}
+    data = [
+        {"type": "scatter", "mode": "lines", "name": _("P10"), "x": x,
+         "y": [p[2] for p in curve], "line": {"width": 0}, "showlegend": False,
+         "hoverinfo": "skip"},
+        {"type": "scatter", "mode": "lines", "name": _("P10–P90"), "x": x,
+         "y": [p[3] for p in curve], "line": {"width": 0}, "fill": "tonexty",
+         "fillcolor": COLOURS["band"]},
+        {"type": "scatter", "mode": "lines", "name": _("Expected cost"), "x": x,
+         "y": [p[1] for p in curve], "line": {"color": COLOURS["remaining"]}},
+    ]
+    marks = [("recommended", _("Recommended"), "#2e9e5b"), ("current", _("Current"), "#c53030"),
+             ("rule_of_thumb", _("Rule of thumb"), "#8a94a6")]
+    for key, name, colour in marks:
+        c = rec.evidence.get(key)
+        if c is not None and c in costs:
+            data.append({"type": "scatter", "mode": "markers", "name": name, "x": [c],
+                         "y": [costs[c]], "marker": {"color": colour, "size": 11}})
+    layout = _layout(_("Expected cost per period by commitment"), rec.currency,
+                     hovermode="closest", height=300,
+                     xaxis={"title": {"text": _("Committed GPU-hours")}})
+    return {"data": data, "layout": layout}

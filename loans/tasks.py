@@ -5,6 +5,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from loans import notify
+from loans.advising import refresh_recommendations
 from loans.alerting import evaluate_alerts
 from loans.closing import close_due_periods
 
@@ -24,6 +25,14 @@ def check_alerts() -> str:
     """Open and resolve alerts (every five minutes, from beat)."""
     run = evaluate_alerts(timezone.now())
     return f"{len(run.opened)} opened, {len(run.resolved)} resolved"
+
+
+@shared_task(**RETRY)
+def recommend() -> str:
+    """Refresh every active contract's recommendations (daily, from beat)."""
+    run = refresh_recommendations(timezone.now())
+    return (f"{run.created} created, {run.updated} updated, {run.superseded} superseded over "
+            f"{run.contracts} contracts")
 
 
 # Receivers may be down for a while: back off up to an hour between tries, for about a day.

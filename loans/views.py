@@ -4,6 +4,7 @@ import csv
 from datetime import timedelta
 from functools import wraps
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
@@ -13,12 +14,13 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
 
 from loans import charts, dashboard, fleet
 from loans.access import tenant_for_user, tenants_for
 from loans.billing import Period
 from loans.figures import totals
-from loans.models import Alert, Contract, Tenant
+from loans.models import Alert, Contract, Membership, Recommendation, Tenant
 from metering import fleet as metering_fleet
 
 ALERT_HISTORY = 30
@@ -105,7 +107,8 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     context.update(
         choice=choice, rows=rows, zone=zone, currency=contract.terms().currency,
         periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
-        recommendations=[],
+        recommendations=recommendations_of(contract),
+        can_decide=is_lead(request.user, tenant),
         alerts=list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[:ALERT_HISTORY]),
     )
     if choice == dashboard.WHOLE_CONTRACT:
@@ -127,6 +130,48 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             + f"?period={choice.index + 1}",
         )
     return render(request, "loans/tenant.html", context)
+
+
+def is_lead(user, tenant: Tenant) -> bool:
+    return Membership.objects.filter(user=user, tenant=tenant,
+                                     role=Membership.Role.LEAD).exists()
+
+
+def recommendations_of(contract: Contract) -> list[Recommendation]:
+    """Open recommendations, then those accepted and waiting for an operator, each with its
+    figure where it has one."""
+    recs = list(contract.recommendations.filter(
+        state__in=[Recommendation.State.OPEN, Recommendation.State.ACCEPTED]
+    ).order_by("state", "kind"))
+    for rec in recs:
+        rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
+        rec.figure_id = f"chart-recommendation-{rec.pk}-data"
+    return recs
+
+
+@require_POST
+@login_required
+def decide(request: HttpRequest, slug: str, pk: int, decision: str) -> HttpResponse:
+    """A lead accepts (a request for an operator to apply) or dismisses a recommendation."""
+    tenant = tenant_for_user(request.user, slug)
+    rec = Recommendation.objects.filter(pk=pk, contract__tenant=tenant).first()
+    if rec is None:
+        raise Http404(_("No such recommendation."))
+    if not is_lead(request.user, tenant):
+        return render(request, "403.html", {"reason": _("Only the tenant's leads decide.")},
+                      status=403)
+    state = {"accept": Recommendation.State.ACCEPTED,
+             "dismiss": Recommendation.State.DISMISSED}[decision]
+    # Conditional UPDATE: two clicks, or a lead and the job, cannot both act on it.
+    changed = Recommendation.objects.filter(pk=rec.pk, state=Recommendation.State.OPEN).update(
+        state=state, decided_at=timezone.now(), decided_by=request.user)
+    if not changed:
+        messages.error(request, _("This recommendation was already decided or replaced."))
+    elif state == Recommendation.State.ACCEPTED:
+        messages.success(request, _("Accepted: an operator will apply it."))
+    else:
+        messages.success(request, _("Dismissed."))
+    return redirect(f"{reverse('tenant', args=[slug])}?contract={rec.contract_id}")
 
 
 @login_required

@@ -1,4 +1,5 @@
-"""Tenants, their members, the plan catalogue, contracts, statements, alerts and API tokens."""
+"""Tenants, their members, the plan catalogue, contracts, statements, alerts,
+recommendations and API tokens."""
 
 from loans.models.alerts import Alert
 from loans.models.contracts import Contract, Terms
@@ -13,12 +14,13 @@ from loans.models.fields import (
     validate_time_zone,
 )
 from loans.models.plans import Plan
+from loans.models.recommendations import Recommendation
 from loans.models.statements import Statement
 from loans.models.tenants import Membership, Tenant
 from loans.tokens import ApiToken
 
 __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "ApiToken", "Contract", "Membership",
-    "Plan", "Statement", "Tenant", "Terms", "currency_validator", "default_currency",
-    "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
+    "Plan", "Recommendation", "Statement", "Tenant", "Terms", "currency_validator",
+    "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

@@ -116,3 +116,7 @@ class Plan(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def effective_overage_rate(self) -> Decimal:
+        return billing.overage_rate(self.committed_rate, self.overage_rate,
+                                    self.overage_multiplier)

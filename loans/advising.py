@@ -1,0 +1,221 @@
+"""The recommendation job: reads each active contract's hourly history, asks loans.recommend,
+and keeps one open recommendation per contract and kind up to date. A lead's decision is
+respected: a recommendation dismissed or accepted is not raised again with the same value."""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils.translation import gettext as _
+
+from loans import recommend
+from loans.billing import money
+from loans.models import Contract, Plan, Recommendation
+from metering import usage
+
+HISTORY_DAYS = max(recommend.LOOKBACKS)
+QUOTA_DAYS = 30
+RESPECT_DECISION = timedelta(days=30)
+Kind = Recommendation.Kind
+
+
+@dataclass(frozen=True)
+class Draft:
+    kind: str
+    current: str
+    recommended: str
+    message: str
+    expected_saving: Decimal | None = None
+    confidence: str = ""
+    lookback_days: int | None = None
+    evidence: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class History:
+    allocated: list[float]
+    busy: list[float]
+    peaks: list[float]
+
+
+def history(contract: Contract, now: datetime) -> History:
+    """The tenant's last 90 days by the hour, oldest first, from its first metered hour: hours
+    before the meter saw it are no history, not idle time."""
+    end = usage.floor_hour(now)
+    hours = usage.tenant_hours(contract.tenant_id, end - timedelta(days=HISTORY_DAYS), end)
+    first = next((k for k, h in enumerate(hours) if h.sample_count), len(hours))
+    hours = hours[first:]
+    return History([h.allocated_gpu_hours for h in hours], [h.busy_gpu_hours for h in hours],
+                   [h.peak_gpus for h in hours])
+
+
+def commitment_draft(contract: Contract, past: History, period_hours: int) -> Draft | None:
+    terms = contract.terms()
+    advice = recommend.advise_commitment(
+        past.allocated, period_hours=period_hours, current=terms.committed_gpu_hours,
+        committed_rate=terms.committed_rate, overage_rate=terms.overage_rate)
+    if advice is None or not advice.worth_changing:
+        return None
+    # Below 1% of the commitment the change is noise, not advice.
+    if abs(advice.recommended - advice.current) < advice.current / 100:
+        return None
+    return Draft(
+        kind=Kind.COMMITMENT, current=f"{advice.current:.0f}",
+        recommended=f"{advice.recommended:.0f}",
+        message=_("Commit %(recommended)s GPU-h a period instead of %(current)s: expected cost "
+                  "%(cost)s instead of %(current_cost)s %(currency)s a period (the rule of "
+                  "thumb, 80%% of average use, %(rule)s GPU-h, would cost %(rule_cost)s).") % {
+            "recommended": f"{advice.recommended:,.0f}", "current": f"{advice.current:,.0f}",
+            "cost": f"{advice.expected_cost:,.2f}",
+            "current_cost": f"{advice.current_cost:,.2f}", "currency": terms.currency,
+            "rule": f"{advice.rule_of_thumb:,.0f}", "rule_cost": f"{advice.rule_cost:,.2f}"},
+        expected_saving=advice.saving, confidence=advice.confidence,
+        lookback_days=advice.lookback_days,
+        evidence={
+            "curve": [[round(p.commitment, 3), round(p.expected, 2), round(p.p10, 2),
+                       round(p.p90, 2)] for p in advice.curve],
+            "recommended": float(advice.recommended), "current": float(advice.current),
+            "rule_of_thumb": float(advice.rule_of_thumb), "windows": advice.windows,
+            "long_optimum": round(advice.long_optimum, 3),
+            "short_optimum": None if advice.short_optimum is None
+            else round(advice.short_optimum, 3),
+            "quantile": round(1 - float(terms.committed_rate / terms.overage_rate), 4),
+            "costs": {"recommended": str(advice.expected_cost),
+                      "current": str(advice.current_cost), "rule_of_thumb": str(advice.rule_cost)},
+        },
+    )
+
+
+def quota_drafts(contract: Contract, past: History) -> list[Draft]:
+    terms = contract.terms()
+    recent = QUOTA_DAYS * 24
+    drafts = []
+    for advice in recommend.advise_quotas(
+            past.peaks[-recent:], past.allocated[-recent:], past.busy[-recent:],
+            base=terms.base_quota_gpus, cap=terms.max_quota_gpus):
+        e = advice.evidence
+        if advice.kind == "base_quota":
+            message = _("Set the base quota to %(new)s GPUs (now %(old)s): 95%% of the last "
+                        "%(days)s days' hours used at most %(p95)s GPUs at once.") % {
+                "new": advice.recommended, "old": advice.current, "days": QUOTA_DAYS,
+                "p95": e["p95_concurrent_gpus"]}
+        elif advice.kind == "max_quota":
+            message = _("Raise the max quota to %(new)s GPUs (now %(old)s): usage sat at the cap "
+                        "in %(share).1f%% of hours.") % {
+                "new": advice.recommended, "old": advice.current,
+                "share": e["share_of_hours_at_cap"] * 100}
+        else:
+            message = _("Only %(share).0f%% of the GPU time held was busy over the last %(days)s "
+                        "days (%(idle)s idle GPU-h): consolidate jobs onto fewer GPUs.") % {
+                "share": e["busy_share"] * 100, "days": QUOTA_DAYS,
+                "idle": f"{e['idle_gpu_hours']:,.0f}"}
+        drafts.append(Draft(
+            kind=advice.kind, message=message, lookback_days=QUOTA_DAYS, evidence=e,
+            current="" if advice.current is None else str(advice.current),
+            recommended="" if advice.recommended is None else str(advice.recommended)))
+    return drafts
+
+
+def plan_draft(contract: Contract, past: History, period_hours: int) -> Draft | None:
+    """The last three periods' usage priced under every offered plan for the same GPUs."""
+    if len(past.allocated) < 3 * period_hours:
+        return None
+    recent = past.allocated[-3 * period_hours:]
+    windows = [sum(recent[k * period_hours:(k + 1) * period_hours]) for k in range(3)]
+    peak = max(past.peaks[-3 * period_hours:], default=0.0)
+    terms = contract.terms()
+    own = recommend.plan_cost(windows, terms.committed_gpu_hours, terms.committed_rate,
+                              terms.overage_rate)
+    options = []
+    for plan in Plan.objects.filter(is_offered=True, currency=terms.currency).exclude(
+            pk=contract.plan_id):
+        if plan.gpu_model and plan.gpu_model != contract.plan.gpu_model:
+            continue
+        rate = plan.effective_overage_rate()
+        options.append((recommend.plan_cost(windows, plan.committed_gpu_hours,
+                                            plan.committed_rate, rate),
+                        plan, plan.max_quota_gpus >= peak))
+    feasible = sorted((o for o in options if o[2]), key=lambda o: o[0])
+    margin = Decimal(settings.PLAN_SWITCH_MARGIN_PERCENT) / 100
+    if not feasible or feasible[0][0] > own * (1 - margin):
+        return None
+    best_cost, best, _feasible = feasible[0]
+    saving = money((own - best_cost) / 3)
+    return Draft(
+        kind=Kind.PLAN, current=contract.plan.name, recommended=best.name,
+        message=_("%(plan)s would have cost %(cost)s %(currency)s over the last three periods "
+                  "instead of %(own)s under the current terms.") % {
+            "plan": best.name, "cost": f"{best_cost:,.2f}", "currency": terms.currency,
+            "own": f"{own:,.2f}"},
+        expected_saving=saving, lookback_days=3 * period_hours // 24,
+        evidence={"current_cost": str(own), "peak_concurrent_gpus": peak,
+                  "plans": [{"plan": plan.name, "cost": str(c), "fits_peak": ok}
+                            for c, plan, ok in sorted(options, key=lambda o: o[0])]})
+
+
+def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
+    period = contract.period_at(now)
+    if period is None:
+        return []
+    period_hours = round(period.hours)
+    past = history(contract, now)
+    drafts = [commitment_draft(contract, past, period_hours), *quota_drafts(contract, past),
+              plan_draft(contract, past, period_hours)]
+    return [d for d in drafts if d is not None]
+
+
+@dataclass(frozen=True)
+class AdviceRun:
+    created: int
+    updated: int
+    superseded: int
+    contracts: int
+
+
+def refresh_recommendations(now: datetime) -> AdviceRun:
+    created = updated = superseded = count = 0
+    contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
+        "plan", "tenant")
+    for contract in contracts:
+        count += 1
+        c, u, s = refresh_contract(contract, drafts_for(contract, now), now)
+        created, updated, superseded = created + c, updated + u, superseded + s
+    return AdviceRun(created, updated, superseded, count)
+
+
+def refresh_contract(contract: Contract, drafts: list[Draft],
+                     now: datetime) -> tuple[int, int, int]:
+    created = updated = superseded = 0
+    currency = contract.terms().currency
+    with transaction.atomic():
+        current = {r.kind: r for r in Recommendation.objects.select_for_update().filter(
+            contract=contract, state=Recommendation.State.OPEN)}
+        decided = {(r.kind, r.recommended) for r in Recommendation.objects.filter(
+            contract=contract, decided_at__gte=now - RESPECT_DECISION,
+            state__in=[Recommendation.State.ACCEPTED, Recommendation.State.DISMISSED])}
+        for draft in drafts:
+            values = {"current": draft.current, "recommended": draft.recommended,
+                      "message": draft.message, "expected_saving": draft.expected_saving,
+                      "confidence": draft.confidence, "lookback_days": draft.lookback_days,
+                      "evidence": draft.evidence, "currency": currency}
+            if draft.kind in current:
+                rec = current.pop(draft.kind)
+                for name, value in values.items():
+                    setattr(rec, name, value)
+                rec.save(update_fields=list(values))
+                updated += 1
+            elif (draft.kind, draft.recommended) not in decided:
+                try:
+                    with transaction.atomic():
+                        Recommendation.objects.create(contract=contract, kind=draft.kind,
+                                                      created_at=now, **values)
+                    created += 1
+                except IntegrityError:  # a concurrent run created it
+                    pass
+        for rec in current.values():  # no longer advised
+            rec.state = Recommendation.State.SUPERSEDED
+            rec.save(update_fields=["state"])
+            superseded += 1
+    return created, updated, superseded

@@ -1,0 +1,67 @@
+"""Recommendations for a contract, and what its lead decided about them."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from loans.models.contracts import Contract
+
+
+class Recommendation(models.Model):
+    """A better commitment, quota or plan, with its evidence. Accepting one records a request
+    for an operator, who applies it in the admin."""
+
+    class Kind(models.TextChoices):
+        COMMITMENT = "commitment", _("commitment")
+        BASE_QUOTA = "base_quota", _("base quota")
+        MAX_QUOTA = "max_quota", _("max quota")
+        CONSOLIDATE = "consolidate", _("consolidation")
+        PLAN = "plan", _("plan")
+
+    class State(models.TextChoices):
+        OPEN = "open", _("open")
+        ACCEPTED = "accepted", _("accepted")
+        DISMISSED = "dismissed", _("dismissed")
+        SUPERSEDED = "superseded", _("superseded")
+        APPLIED = "applied", _("applied")
+
+    contract = models.ForeignKey(Contract, on_delete=models.CASCADE,
+                                 related_name="recommendations")
+    kind = models.CharField(_("kind"), max_length=12, choices=Kind.choices)
+    state = models.CharField(_("state"), max_length=10, choices=State.choices,
+                             default=State.OPEN)
+    current = models.CharField(_("current"), max_length=120, blank=True)
+    recommended = models.CharField(_("recommended"), max_length=120, blank=True)
+    expected_saving = models.DecimalField(
+        _("expected saving per period"), max_digits=16, decimal_places=2, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    confidence = models.CharField(_("confidence"), max_length=10, blank=True)
+    lookback_days = models.PositiveSmallIntegerField(_("lookback (days)"), null=True, blank=True)
+    message = models.TextField(_("message"))
+    evidence = models.JSONField(_("evidence"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("created"))
+    decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+", verbose_name=_("decided by"))
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("recommendation")
+        verbose_name_plural = _("recommendations")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["contract", "kind"], condition=Q(state="open"),
+                name="recommendation_open_once",
+                violation_error_message=_("This contract already has an open recommendation "
+                                          "of this kind."),
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["open", "accepted", "dismissed", "superseded",
+                                       "applied"]),
+                name="recommendation_state_known"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contract} {self.get_kind_display()}: {self.recommended} ({self.state})"

@@ -1,0 +1,206 @@
+"""Recommendations from usage history: the commitment that minimises expected cost, quotas that
+fit the peaks, consolidation, and the cheapest plan. Pure: plain lists and Decimals in, plain
+results out.
+
+The commitment is the newsvendor problem. Committing C GPU-hours costs C * r_c whatever
+happens, and usage U above C costs r_o per GPU-hour, so the expected cost
+E[C r_c + max(0, U - C) r_o] falls while P(U > C) > r_c / r_o and rises after: the optimum is
+the quantile of U at 1 - r_c / r_o. U's distribution comes from rolling period-length windows
+over the lookback; every candidate is also priced on each window, which gives the cost curve
+and its P10-P90 band.
+"""
+
+import math
+import statistics
+from dataclasses import dataclass
+from decimal import ROUND_CEILING, Decimal
+
+from loans.billing import money
+
+DAY_HOURS = 24
+LOOKBACKS = (90, 60, 30)  # days, longest first
+CANDIDATES = 60
+
+
+def period_windows(hourly: list[float], period_hours: int, lookback_days: int) -> list[float]:
+    """Usage of every period-length window that starts on a day boundary inside the last
+    `lookback_days` of `hourly` (oldest first; the series ends now)."""
+    span = lookback_days * DAY_HOURS
+    if len(hourly) < max(span, period_hours):
+        return []
+    recent = hourly[-span:] if span >= period_hours else hourly[-period_hours:]
+    prefix = [0.0]
+    for value in recent:
+        prefix.append(prefix[-1] + value)
+    return [prefix[i + period_hours] - prefix[i]
+            for i in range(0, len(recent) - period_hours + 1, DAY_HOURS)]
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile, linear between order statistics (q in [0, 1])."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def newsvendor(values: list[float], committed_rate: Decimal, overage_rate: Decimal) -> float:
+    """The commitment minimising expected cost: the quantile of usage at 1 - r_c / r_o."""
+    if overage_rate <= 0 or committed_rate >= overage_rate:
+        return 0.0  # committing saves nothing: buy everything at the overage rate
+    return quantile(values, 1 - float(committed_rate / overage_rate))
+
+
+def cost(commitment: float, usage: float, committed_rate: Decimal,
+         overage_rate: Decimal) -> float:
+    return commitment * float(committed_rate) + max(0.0, usage - commitment) * float(overage_rate)
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    commitment: float
+    expected: float
+    p10: float
+    p90: float
+
+
+def cost_curve(values: list[float], candidates: list[float], committed_rate: Decimal,
+               overage_rate: Decimal) -> list[CurvePoint]:
+    curve = []
+    for c in candidates:
+        costs = [cost(c, u, committed_rate, overage_rate) for u in values]
+        low, high = (quantile(costs, 0.1), quantile(costs, 0.9))
+        curve.append(CurvePoint(c, statistics.fmean(costs), low, high))
+    return curve
+
+
+@dataclass(frozen=True)
+class CommitmentAdvice:
+    recommended: Decimal
+    current: Decimal
+    rule_of_thumb: Decimal  # 80% of average usage
+    expected_cost: Decimal
+    current_cost: Decimal
+    rule_cost: Decimal
+    saving: Decimal  # expected, per period, against keeping the current commitment
+    lookback_days: int
+    windows: int
+    confidence: str
+    curve: list[CurvePoint]
+    long_optimum: float
+    short_optimum: float | None
+
+    @property
+    def worth_changing(self) -> bool:
+        return self.saving > 0 and self.recommended != self.current
+
+
+def whole(value: float) -> Decimal:
+    return Decimal(value).quantize(Decimal(1), rounding=ROUND_CEILING) if value > 0 else Decimal(0)
+
+
+def advise_commitment(hourly: list[float], *, period_hours: int, current: Decimal,
+                      committed_rate: Decimal, overage_rate: Decimal) -> CommitmentAdvice | None:
+    """The commitment to ask for, from the longest lookback that has history; the shortest
+    lookback is run too and the lower of the two optima taken, so a stale history never drives
+    an over-commitment. None without a period's worth of history."""
+    lookback = next((days for days in LOOKBACKS if period_windows(hourly, period_hours, days)),
+                    None)
+    if lookback is None:
+        return None
+    values = period_windows(hourly, period_hours, lookback)
+    long_optimum = newsvendor(values, committed_rate, overage_rate)
+    short_values = period_windows(hourly, period_hours, LOOKBACKS[-1])
+    short_optimum = (newsvendor(short_values, committed_rate, overage_rate)
+                     if short_values and lookback != LOOKBACKS[-1] else None)
+    chosen = min(long_optimum, short_optimum) if short_optimum is not None else long_optimum
+    recommended = whole(chosen)
+    rule = whole(0.8 * statistics.fmean(values))
+    top = max(max(values), float(current), 1.0) * 1.2
+    grid = sorted({round(top * k / CANDIDATES, 3) for k in range(CANDIDATES + 1)}
+                  | {float(recommended), float(current), float(rule)})
+    curve = cost_curve(values, grid, committed_rate, overage_rate)
+    by_c = {p.commitment: p for p in curve}
+
+    def expected(c: Decimal) -> Decimal:
+        return money(Decimal(repr(by_c[float(c)].expected)))
+
+    return CommitmentAdvice(
+        recommended=recommended, current=current, rule_of_thumb=rule,
+        expected_cost=expected(recommended), current_cost=expected(current),
+        rule_cost=expected(rule), saving=expected(current) - expected(recommended),
+        lookback_days=lookback, windows=len(values),
+        confidence=confidence(values, lookback), curve=curve,
+        long_optimum=long_optimum, short_optimum=short_optimum,
+    )
+
+
+def confidence(values: list[float], lookback_days: int) -> str:
+    """High with 90 days of steady history, low with a month or a wide spread."""
+    mean = statistics.fmean(values)
+    spread = statistics.pstdev(values) / mean if mean > 0 else 1.0
+    if lookback_days >= 90 and spread < 0.15:
+        return "high"
+    if lookback_days >= 60 and spread < 0.3:
+        return "medium"
+    return "low"
+
+
+@dataclass(frozen=True)
+class QuotaAdvice:
+    kind: str  # "base_quota", "max_quota", "consolidate"
+    current: int | None
+    recommended: int | None
+    evidence: dict
+
+
+def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float], *,
+                  base: int, cap: int) -> list[QuotaAdvice]:
+    """From hourly peak concurrent GPUs and GPU-hours held and busy over the lookback:
+    raise the base quota when the 95th percentile of peaks exceeds it, lower it when the 95th
+    percentile stays under 70% of it (to keep it 80% used); raise the cap when usage sits at
+    the cap in more than 5% of hours; flag consolidation when under 30% of held time is busy."""
+    out: list[QuotaAdvice] = []
+    held_hours = [p for p in peaks if p > 0]
+    if not peaks or not held_hours:
+        return out
+    p95 = quantile(peaks, 0.95)
+    evidence = {"p95_concurrent_gpus": round(p95, 2), "hours": len(peaks),
+                "peak_concurrent_gpus": round(max(peaks), 2)}
+    if p95 > base:
+        out.append(QuotaAdvice("base_quota", base, math.ceil(p95 - 1e-9), evidence))
+    elif p95 < 0.7 * base:
+        out.append(QuotaAdvice("base_quota", base, max(1, math.ceil(p95 / 0.8 - 1e-9)),
+                               evidence))
+    at_cap = sum(1 for p in peaks if p >= cap - 1e-9) / len(peaks)
+    if cap > 0 and at_cap > 0.05:
+        out.append(QuotaAdvice("max_quota", cap, math.ceil(cap * 1.25),
+                               {**evidence, "share_of_hours_at_cap": round(at_cap, 4)}))
+    held, worked = sum(allocated), sum(busy)
+    if held > 0 and worked / held < 0.3:
+        out.append(QuotaAdvice("consolidate", None, None, {
+            "busy_share": round(worked / held, 4), "allocated_gpu_hours": round(held, 1),
+            "idle_gpu_hours": round(held - worked, 1)}))
+    return out
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    plan_id: int | None  # None: the contract's own (negotiated) terms
+    name: str
+    cost: Decimal
+    feasible: bool  # its max quota covers the peak seen
+
+
+def plan_cost(windows: list[float], committed: Decimal, committed_rate: Decimal,
+              overage_rate: Decimal) -> Decimal:
+    """What these periods' usage would have cost under one plan's numbers."""
+    total = Decimal(0)
+    for usage in windows:
+        used = Decimal(repr(usage))
+        total += money(committed * committed_rate) + money(
+            max(Decimal(0), used - committed) * overage_rate)
+    return total

@@ -1,0 +1,119 @@
+"""The recommenders' maths: newsvendor quantiles, windows, the commitment advice, quotas and
+plan costs."""
+
+import random
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loans import recommend
+
+RC, RO = Decimal("10"), Decimal("12")  # overage at 1.2x: commit at the 1/6 quantile
+
+
+def expected_cost(c: float, values: list[float], rc=RC, ro=RO) -> float:
+    return sum(recommend.cost(c, u, rc, ro) for u in values) / len(values)
+
+
+def test_the_newsvendor_commitment_is_the_quantile_at_one_minus_the_rate_ratio():
+    uniform = [float(k) for k in range(101)]  # 0..100
+    assert recommend.newsvendor(uniform, RC, RO) == pytest.approx(100 / 6)
+    assert recommend.newsvendor(uniform, RC, Decimal(20)) == pytest.approx(50)  # the median
+    assert recommend.newsvendor(uniform, RC, Decimal(40)) == pytest.approx(75)
+    assert recommend.newsvendor(uniform, RC, RC) == 0.0  # no discount: commit nothing
+
+
+def test_for_a_normal_distribution_it_lands_on_the_normal_quantile():
+    rng = random.Random(7)
+    values = [rng.gauss(1000, 100) for _ in range(20_000)]
+    # z at 1/6 is -0.9674
+    assert recommend.newsvendor(values, RC, RO) == pytest.approx(1000 - 96.74, abs=4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(values=st.lists(st.floats(0, 5000, allow_nan=False), min_size=2, max_size=60),
+       ratio=st.sampled_from([Decimal("1.2"), Decimal("1.5"), Decimal("2"), Decimal("3")]))
+def test_no_commitment_is_cheaper_than_the_newsvendor_by_more_than_one_step(values, ratio):
+    """Expected cost is convex and piecewise linear between the observed usages; the
+    quantile lies on the segment where its slope changes sign, so the cheapest observed
+    usage beats it by at most that segment's slope times its width."""
+    ro = RC * ratio
+    best = recommend.newsvendor(values, RC, ro)
+    ordered = sorted(values)
+    gap = max((b - a for a, b in zip(ordered, ordered[1:], strict=False)), default=0)
+    floor = min(expected_cost(c, values, RC, ro) for c in [0.0, *ordered])
+    assert expected_cost(best, values, RC, ro) <= floor + float(ro) * gap + 1e-6
+
+
+def test_windows_are_period_long_and_a_day_apart():
+    hourly = [2.0] * (90 * 24)
+    windows = recommend.period_windows(hourly, 720, 90)
+    assert len(windows) == 61 and set(windows) == {1440.0}
+    assert len(recommend.period_windows(hourly, 720, 30)) == 1
+    assert recommend.period_windows(hourly[:500], 720, 30) == []
+
+
+def test_steady_use_above_the_commitment_recommends_committing_to_it():
+    advice = recommend.advise_commitment([2.0] * (90 * 24), period_hours=720,
+                                         current=Decimal(1000), committed_rate=RC,
+                                         overage_rate=RO)
+    assert advice.recommended == 1440 and advice.lookback_days == 90
+    assert advice.rule_of_thumb == 1152
+    assert advice.current_cost == Decimal("10000.00") + 440 * RO
+    assert advice.expected_cost == Decimal("14400.00")
+    assert advice.saving == advice.current_cost - advice.expected_cost
+    assert advice.confidence == "high" and advice.worth_changing
+
+
+def test_a_falling_month_wins_over_a_busier_past():
+    # 60 days at 3 GPUs, then 30 at 1: the long history alone would over-commit.
+    hourly = [3.0] * (60 * 24) + [1.0] * (30 * 24)
+    advice = recommend.advise_commitment(hourly, period_hours=720, current=Decimal(2000),
+                                         committed_rate=RC, overage_rate=RO)
+    assert advice.short_optimum == pytest.approx(720)
+    assert advice.long_optimum > advice.short_optimum
+    assert advice.recommended == 720
+
+
+def test_without_a_period_of_history_there_is_no_advice():
+    assert recommend.advise_commitment([1.0] * 600, period_hours=720, current=Decimal(10),
+                                       committed_rate=RC, overage_rate=RO) is None
+
+
+def test_the_cost_curve_marks_the_minimum_at_the_recommendation():
+    rng = random.Random(3)
+    hourly = [max(0.0, rng.gauss(4, 1.5)) for _ in range(90 * 24)]
+    advice = recommend.advise_commitment(hourly, period_hours=720, current=Decimal(1000),
+                                         committed_rate=RC, overage_rate=RO)
+    cheapest = min(advice.curve, key=lambda p: p.expected)
+    chosen = next(p for p in advice.curve if p.commitment == float(advice.recommended))
+    assert chosen.expected <= cheapest.expected * 1.01
+    assert all(p.p10 <= p.expected <= p.p90 for p in advice.curve)
+
+
+def test_quotas_follow_the_peaks_and_the_busy_share():
+    busy_peaks = [10.0] * 96 + [4.0] * 4  # p95 at 10 with a base of 8: raise it
+    (raise_base,) = [a for a in recommend.advise_quotas(
+        busy_peaks, [1.0] * 100, [0.9] * 100, base=8, cap=16) if a.kind == "base_quota"]
+    assert (raise_base.current, raise_base.recommended) == (8, 10)
+
+    quiet = [2.0] * 100  # p95 at 2, under 70% of 8: lower it to keep it 80% used
+    (lower,) = recommend.advise_quotas(quiet, [1.0] * 100, [0.9] * 100, base=8, cap=16)
+    assert (lower.kind, lower.recommended) == ("base_quota", 3)
+
+    capped = [16.0] * 10 + [9.0] * 90  # at the cap 10% of hours
+    kinds = {a.kind: a for a in recommend.advise_quotas(capped, [1.0] * 100, [0.9] * 100,
+                                                        base=8, cap=16)}
+    assert kinds["max_quota"].recommended == 20
+    assert kinds["max_quota"].evidence["share_of_hours_at_cap"] == 0.1
+
+    idle = recommend.advise_quotas([6.0] * 100, [6.0] * 100, [1.0] * 100, base=8, cap=16)
+    assert [a.kind for a in idle] == ["consolidate"]
+    assert idle[0].evidence["busy_share"] == pytest.approx(1 / 6, abs=1e-4)
+
+
+def test_a_plan_s_cost_over_past_periods_is_priced_period_by_period():
+    cost = recommend.plan_cost([800.0, 1200.0, 1000.0], Decimal(1000), RC, RO)
+    assert cost == 3 * Decimal("10000.00") + 200 * RO
