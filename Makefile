@@ -9,7 +9,8 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test install install-dev lint browser bench-ingest bench-agent bench-dashboard
+.PHONY: demo test install install-dev lint browser bench-ingest bench-agent bench-dashboard \
+	bench-backtest bench-jobs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,3 +47,11 @@ bench-agent: install-dev
 # The tenant page and burn-down API on a 1,000-GPU tenant with a year of rollups (PostgreSQL).
 bench-dashboard: install-dev
 	$(BIN)/python bench/dashboard.py
+
+# The commitment recommender replayed on synthetic histories against two baselines (no database).
+bench-backtest: install-dev
+	$(BIN)/python bench/backtest.py
+
+# The recommendation job over 1,000 contracts with a year of hourly rollups (PostgreSQL).
+bench-jobs: install-dev
+	$(BIN)/python bench/jobs.py

@@ -81,6 +81,8 @@ def commitment_draft(contract: Contract, past: History, period_hours: int) -> Dr
             "long_optimum": round(advice.long_optimum, 3),
             "short_optimum": None if advice.short_optimum is None
             else round(advice.short_optimum, 3),
+            "forecast_optimum": None if advice.drift_optimum is None
+            else round(advice.drift_optimum, 3),
             "quantile": round(1 - float(terms.committed_rate / terms.overage_rate), 4),
             "costs": {"recommended": str(advice.expected_cost),
                       "current": str(advice.current_cost), "rule_of_thumb": str(advice.rule_cost)},

@@ -8,6 +8,14 @@ E[C r_c + max(0, U - C) r_o] falls while P(U > C) > r_c / r_o and rises after: t
 the quantile of U at 1 - r_c / r_o. U's distribution comes from rolling period-length windows
 over the lookback; every candidate is also priced on each window, which gives the cost curve
 and its P10-P90 band.
+
+The windows of one lookback describe how usage varied inside it, not how much the next period
+may move away from it. So the quantile is also taken of a forecast: the last period's usage
+plus each period-to-period change seen in the history, damped by half (usage partly reverts:
+undamped, the noise of two periods counts as a trend; bench/backtest.py measured 0.5 against
+0 and 1). Committing too little costs the
+overage premium on the gap; committing too much costs the full rate of the unused part; so
+the lowest of the optima (longest lookback, shortest lookback, forecast) is the one advised.
 """
 
 import math
@@ -20,6 +28,7 @@ from loans.billing import money
 DAY_HOURS = 24
 LOOKBACKS = (90, 60, 30)  # days, longest first
 CANDIDATES = 60
+DAMPING = 0.5  # share of a past period-to-period change expected to carry on
 
 
 def period_windows(hourly: list[float], period_hours: int, lookback_days: int) -> list[float]:
@@ -92,6 +101,7 @@ class CommitmentAdvice:
     curve: list[CurvePoint]
     long_optimum: float
     short_optimum: float | None
+    drift_optimum: float | None
 
     @property
     def worth_changing(self) -> bool:
@@ -116,7 +126,9 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     short_values = period_windows(hourly, period_hours, LOOKBACKS[-1])
     short_optimum = (newsvendor(short_values, committed_rate, overage_rate)
                      if short_values and lookback != LOOKBACKS[-1] else None)
-    chosen = min(long_optimum, short_optimum) if short_optimum is not None else long_optimum
+    moves = forecast(hourly, period_hours)
+    drift_optimum = newsvendor(moves, committed_rate, overage_rate) if moves else None
+    chosen = min(x for x in (long_optimum, short_optimum, drift_optimum) if x is not None)
     recommended = whole(chosen)
     rule = whole(0.8 * statistics.fmean(values))
     top = max(max(values), float(current), 1.0) * 1.2
@@ -134,8 +146,25 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
         rule_cost=expected(rule), saving=expected(current) - expected(recommended),
         lookback_days=lookback, windows=len(values),
         confidence=confidence(values, lookback), curve=curve,
-        long_optimum=long_optimum, short_optimum=short_optimum,
+        long_optimum=long_optimum, short_optimum=short_optimum, drift_optimum=drift_optimum,
     )
+
+
+def forecast(hourly: list[float], period_hours: int) -> list[float]:
+    """Next period's usage as the last period's plus each period-to-period change seen in
+    the longest lookback (windows a day apart), damped; empty with under two changes."""
+    windows = period_windows(hourly, period_hours, LOOKBACKS[0]) or []
+    if not windows:
+        span = min(len(hourly), LOOKBACKS[0] * DAY_HOURS)
+        recent = hourly[-span:]
+        windows = [sum(recent[i:i + period_hours])
+                   for i in range(0, len(recent) - period_hours + 1, DAY_HOURS)]
+    step = period_hours // DAY_HOURS
+    changes = [b - a for a, b in zip(windows, windows[step:], strict=False)]
+    if len(changes) < 2:
+        return []
+    last = windows[-1]
+    return [max(0.0, last + DAMPING * change) for change in changes]
 
 
 def confidence(values: list[float], lookback_days: int) -> str:

@@ -67,14 +67,24 @@ def test_steady_use_above_the_commitment_recommends_committing_to_it():
     assert advice.confidence == "high" and advice.worth_changing
 
 
-def test_a_falling_month_wins_over_a_busier_past():
+def test_a_falling_history_never_drives_an_over_commitment():
     # 60 days at 3 GPUs, then 30 at 1: the long history alone would over-commit.
     hourly = [3.0] * (60 * 24) + [1.0] * (30 * 24)
     advice = recommend.advise_commitment(hourly, period_hours=720, current=Decimal(2000),
                                          committed_rate=RC, overage_rate=RO)
+    assert advice.long_optimum == pytest.approx(1200)
     assert advice.short_optimum == pytest.approx(720)
-    assert advice.long_optimum > advice.short_optimum
-    assert advice.recommended == 720
+    # The trend says it may fall further; half of the fall carried on is 1 GPU - 1 GPU / 2 x 2.
+    assert advice.drift_optimum < advice.short_optimum
+    assert advice.recommended == recommend.whole(advice.drift_optimum) <= 720
+
+
+def test_the_forecast_carries_half_of_each_past_change_from_the_last_period():
+    hourly = [1.0] * (30 * 24) + [2.0] * (30 * 24) + [3.0] * (30 * 24)  # +720 a month
+    moves = recommend.forecast(hourly, 720)
+    assert len(moves) == 31
+    assert max(moves) == pytest.approx(2160 + 360)  # the last month plus half of +720
+    assert recommend.forecast([1.0] * (31 * 24), 720) == []
 
 
 def test_without_a_period_of_history_there_is_no_advice():
