@@ -211,3 +211,13 @@ def test_the_fleet_counts_open_alerts(client, operator, contract, metered):
     client.force_login(operator)
     statuses = client.get("/en/fleet/?sort=alerts").context["statuses"]
     assert statuses[0].open_alerts == len([a for a in opened if a.tenant_id])
+
+
+def test_projected_unused_commitment_opens_and_clears_when_the_commitment_is_lowered(
+        contract, metered):
+    commit(contract, 5000)  # the story burns ~1,400 GPU-h a period
+    evaluate_alerts(NOW)
+    alert = Alert.objects.get(kind="projected_unused")
+    assert float(alert.details["projected_waste"]) > 0
+    commit(contract, 1400)
+    assert alert.pk in [a.pk for a in evaluate_alerts(NOW).resolved]

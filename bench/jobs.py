@@ -1,0 +1,123 @@
+"""The recommendation job over many contracts, each tenant with a year of hourly rollups.
+
+    .venv/bin/python bench/jobs.py [--contracts 1000] [--days 365]
+
+Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/
+gpuloans_jobs_bench; dropped and created afresh). Generates the tenant-hour rollups in the
+database (a working-day rhythm, noise and a per-tenant level), then times one run of the
+recommendation job (`python manage.py recommend`'s service) over every contract, then a second
+run (which updates instead of creating), then the alert and period-close jobs. Target: the
+recommendation job under 60 s for 1,000 contracts.
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATABASE_URL = os.environ.get(
+    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuloans_jobs_bench"
+)
+os.environ.update({
+    "DATABASE_URL": DATABASE_URL, "DEBUG": "0", "ALLOWED_HOSTS": "testserver",
+    "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+    "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING",
+})
+warnings.filterwarnings("ignore", "No directory at")
+
+
+def recreate_database() -> None:
+    name = DATABASE_URL.rsplit("/", 1)[1]
+    admin = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def timed(label: str, function):
+    started = time.perf_counter()
+    result = function()
+    print(f"  {label}: {time.perf_counter() - started:.1f} s  {result}", flush=True)
+    return time.perf_counter() - started
+
+
+def load(contracts: int, days: int, now) -> None:
+    from django.db import connection
+
+    from loans.billing import add_months
+    from loans.models import Contract, Plan, Tenant
+
+    plans = [Plan.objects.create(
+        name=f"H100 {base}", gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=base,
+        max_quota_gpus=base * 2, committed_gpu_hours=base * 500, committed_rate=Decimal(18),
+        term_months=12, currency="CNY") for base in (4, 8, 16, 32)]
+    tenants = Tenant.objects.bulk_create(
+        Tenant(slug=f"team-{k:04d}", name=f"Team {k}") for k in range(contracts))
+    starts_on = add_months(now.date(), -11) - timedelta(days=15)
+    Contract.objects.bulk_create(
+        Contract(tenant=t, plan=plans[k % len(plans)], starts_on=starts_on,
+                 ends_on=add_months(starts_on, 12), time_zone="Asia/Shanghai",
+                 status=Contract.Status.ACTIVE)
+        for k, t in enumerate(tenants))
+    end = now.replace(minute=0, second=0, microsecond=0)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setseed(0.17)")
+        cursor.execute("""
+            INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                             sample_count, peak_gpus, reported_s)
+            SELECT t.id, h, g * 3600, g * 3600 * 0.6, 1, g, g * 3600
+            FROM loans_tenant t
+            CROSS JOIN generate_series(%(first)s::timestamptz, %(last)s::timestamptz,
+                                       '1 hour') h
+            CROSS JOIN LATERAL (SELECT greatest(0, round(
+                (2 + t.id %% 14) * (0.7 + 0.5 * (extract(hour FROM h) BETWEEN 1 AND 13)::int)
+                * (0.8 + 0.4 * random()))) AS g) AS held
+        """, {"first": end - timedelta(days=days), "last": end - timedelta(hours=1)})
+        rows = cursor.rowcount
+        cursor.execute("VACUUM ANALYZE")
+    print(f"  {contracts} contracts, {rows:,} tenant-hours", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--contracts", type=int, default=1000)
+    parser.add_argument("--days", type=int, default=365)
+    args = parser.parse_args()
+    print(f"database {DATABASE_URL}", flush=True)
+    recreate_database()
+
+    import django
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    django.setup()
+    from loans.advising import refresh_recommendations
+    from loans.alerting import evaluate_alerts
+    from loans.closing import close_due_periods
+
+    call_command("migrate", verbosity=0)
+    now = timezone.now()
+    timed("load", lambda: load(args.contracts, args.days, now))
+
+    def summary(run):
+        return (f"{run.contracts} contracts: {run.created} created, {run.updated} updated, "
+                f"{run.superseded} superseded")
+
+    first = timed("recommend, first run", lambda: summary(refresh_recommendations(now)))
+    timed("recommend, second run", lambda: summary(refresh_recommendations(now)))
+    timed("alerts", lambda: (lambda r: f"{len(r.opened)} opened")(evaluate_alerts(now)))
+    timed("period close", lambda: f"{len(close_due_periods(now).written)} statements")
+    print(f"target: recommendation job {first:.1f} s for {args.contracts} contracts "
+          "(target < 60 s)")
+
+
+if __name__ == "__main__":
+    main()
