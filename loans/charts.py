@@ -192,6 +192,8 @@ def commitment_figure(rec) -> dict:
             data.append({"type": "scatter", "mode": "markers", "name": name, "x": [c],
                          "y": [costs[c]], "marker": {"color": colour, "size": 11}})
     layout = _layout(_("Expected cost per period by commitment"), rec.currency,
-                     hovermode="closest", height=300,
-                     xaxis={"title": {"text": _("Committed GPU-hours")}})
+                     hovermode="closest", height=320,
+                     xaxis={"title": {"text": _("Committed GPU-hours")}},
+                     legend={"orientation": "h", "y": -0.35},
+                     margin={"l": 60, "r": 20, "t": 40, "b": 80})
     return {"data": data, "layout": layout}
