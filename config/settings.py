@@ -261,6 +261,7 @@ ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 # Recommend another plan only when it would have been cheaper by this share.
 PLAN_SWITCH_MARGIN_PERCENT = env_int("PLAN_SWITCH_MARGIN_PERCENT", 10)
+BURST_MAX_DAYS = env_int("BURST_MAX_DAYS", 31, minimum=1)
 
 # Throttle counters: per process by default; point CACHE_URL at Redis to share them.
 CACHE_URL = env_str("CACHE_URL")

@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from loans import api, views
+from loans import api, api_bursts, views, views_bursts
 from metering import api as metering_api
 from metering.viewsets import NodeViewSet
 
@@ -14,12 +14,15 @@ router.register("tenants", api.TenantViewSet, basename="tenant")
 router.register("plans", api.PlanViewSet, basename="plan")
 router.register("contracts", api.ContractViewSet, basename="contract")
 router.register("nodes", NodeViewSet, basename="node")
+router.register("bursts", api_bursts.BurstViewSet, basename="burst")
 
 urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/samples", metering_api.samples, name="api-samples"),
     path("api/v1/tenants/<slug:slug>/usage", api.TenantUsage.as_view(), name="api-tenant-usage"),
+    path("api/v1/tenants/<slug:slug>/quota-manifests", api_bursts.QuotaManifests.as_view(),
+         name="api-quota-manifests"),
     path("api/v1/contracts/<int:pk>/burndown", api.ContractBurndown.as_view(),
          name="api-contract-burndown"),
     path("api/v1/contracts/<int:pk>/heatmap", api.ContractHeatmap.as_view(),
@@ -40,6 +43,10 @@ urlpatterns += i18n_patterns(
     path("tenants/<slug:slug>/periods.csv", views.periods_csv, name="tenant-periods-csv"),
     re_path(r"^tenants/(?P<slug>[-a-z0-9]+)/recommendations/(?P<pk>[0-9]{1,18})/"
             r"(?P<decision>accept|dismiss)/$", views.decide, name="recommendation-decide"),
+    path("tenants/<slug:slug>/contracts/<int:contract_id>/bursts/", views_bursts.ask,
+         name="burst-ask"),
+    path("tenants/<slug:slug>/bursts/<int:pk>/cancel/", views_bursts.cancel,
+         name="burst-cancel"),
     path("fleet/", views.fleet_page, name="fleet"),
     path("fleet.csv", views.fleet_csv, name="fleet-csv"),
     path("admin/", admin.site.urls),

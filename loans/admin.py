@@ -5,8 +5,11 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from config.admin import ReadOnlyAdmin
+from loans import bursts
 from loans.models import (
     Alert,
+    BurstEvent,
+    BurstRequest,
     Contract,
     Membership,
     Plan,
@@ -165,6 +168,58 @@ class RecommendationAdmin(admin.ModelAdmin):
         count = queryset.filter(state=Recommendation.State.ACCEPTED).update(
             state=Recommendation.State.APPLIED)
         self.message_user(request, _("%(count)s marked as applied.") % {"count": count})
+
+
+class BurstEventInline(admin.TabularInline):
+    model = BurstEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ["at", "state", "actor", "note"]
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(BurstRequest)
+class BurstRequestAdmin(admin.ModelAdmin):
+    """Burst requests and their history; decide with the actions (they go through the same
+    checks and notifications as the API)."""
+
+    list_display = ["created_at", "contract", "gpus", "starts_at", "ends_at", "priority",
+                    "state", "note"]
+    list_filter = ["state", "contract__tenant"]
+    list_select_related = ["contract__tenant", "contract__plan"]
+    readonly_fields = [f.name for f in BurstRequest._meta.fields]
+    inlines = [BurstEventInline]
+    actions = ["approve", "reject", "revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def _decide(self, request, queryset, what: str) -> None:
+        done, refused = 0, []
+        for burst in queryset:
+            try:
+                bursts.decide(burst, what, actor=request.user, now=timezone.now(),
+                              note=_("by an operator in the admin"))
+                done += 1
+            except bursts.BurstError as error:
+                refused.append(f"#{burst.pk}: {error}")
+        self.message_user(request, _("%(count)s done.") % {"count": done})
+        for line in refused:
+            self.message_user(request, line, level="warning")
+
+    @admin.action(description=_("Approve (grant within the max quota)"))
+    def approve(self, request, queryset) -> None:
+        self._decide(request, queryset, "approve")
+
+    @admin.action(description=_("Reject"))
+    def reject(self, request, queryset) -> None:
+        self._decide(request, queryset, "reject")
+
+    @admin.action(description=_("Revoke the grant"))
+    def revoke(self, request, queryset) -> None:
+        self._decide(request, queryset, "revoke")
 
 
 @admin.register(ApiToken)

@@ -143,7 +143,7 @@ class AlertRun:
 
 def evaluate_alerts(now: datetime) -> AlertRun:
     """Open, update and resolve alerts to match the conditions that hold at `now`."""
-    from loans.notify import notify_later
+    from loans.notify import notify_alert
 
     found = {(c.kind, c.subject): c for c in conditions(now)}
     opened, resolved = [], []
@@ -171,7 +171,7 @@ def evaluate_alerts(now: datetime) -> AlertRun:
                 alert.save(update_fields=["state", "resolved_at"])
                 resolved.append(alert)
         for alert in opened:
-            notify_later(alert, "opened")
+            notify_alert(alert, "opened")
         for alert in resolved:
-            notify_later(alert, "resolved")
+            notify_alert(alert, "resolved")
     return AlertRun(opened, resolved)

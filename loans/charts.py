@@ -8,6 +8,7 @@ wall-clock strings in the contract's time zone, because Plotly has no notion of 
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from loans.figures import PeriodFigures, PeriodRow
@@ -197,3 +198,22 @@ def commitment_figure(rec) -> dict:
                      legend={"orientation": "h", "y": -0.35},
                      margin={"l": 60, "r": 20, "t": 40, "b": 80})
     return {"data": data, "layout": layout}
+
+
+def pool_figure(model: str, series: dict) -> dict:
+    """A GPU pool over the coming days: guaranteed base quotas, granted bursts and free GPUs,
+    stacked up to the physical GPUs."""
+    zone = ZoneInfo(settings.TIME_ZONE)
+    x = [wall(h, zone) for h in series["hours"]]
+    stack = [("guaranteed", _("Guaranteed"), COLOURS["base"]),
+             ("granted", _("Granted bursts"), COLOURS["forecast"]),
+             ("free", _("Free"), COLOURS["busy"])]
+    data = [{"type": "scatter", "mode": "lines", "name": name, "x": x, "y": series[key],
+             "stackgroup": "pool", "line": {"color": colour, "shape": "hv", "width": 1}}
+            for key, name, colour in stack]
+    data.append({"type": "scatter", "mode": "lines", "name": _("Physical GPUs"),
+                 "x": [x[0], x[-1]] if x else [], "y": [series["physical"]] * (2 if x else 0),
+                 "line": {"color": COLOURS["max"], "dash": "dash"}})
+    return {"data": data, "layout": _layout(
+        _("Pool: %(model)s, next 7 days") % {"model": model or _("any model")}, _("GPUs"),
+        height=300)}

@@ -1,7 +1,7 @@
-"""Telling people about alerts: e-mail to the tenant's addresses (the operators' for alerts no
-tenant owns) and a JSON POST to the tenant's webhook. Both are Celery tasks, queued after the
-alert commits and retried with backoff, so a mail server or receiver that is down delays a
-notification and loses none."""
+"""Telling people about alerts and burst requests: e-mail to the tenant's addresses (the
+operators' for events no tenant owns) and a JSON POST to the tenant's webhook. Both are Celery
+tasks, queued after the event commits and retried with backoff, so a mail server or receiver
+that is down delays a notification and loses none."""
 
 import json
 import urllib.error
@@ -31,33 +31,34 @@ def payload(alert: Alert, event: str) -> dict:
     }
 
 
-def notify_later(alert: Alert, event: str) -> None:
-    """Queue the notifications this tenant chose, once the alert's transaction commits."""
-    from loans.tasks import deliver_webhook, send_alert_email
+def notify_later(tenant, subject: str, text: str, body: dict) -> None:
+    """Queue the notifications the tenant chose (the operators' addresses where no tenant
+    owns the event), to leave once the current transaction commits."""
+    from loans.tasks import deliver_webhook, send_email
 
-    tenant = alert.tenant
     recipients = tenant.alert_recipients() if tenant else list(settings.ALERT_EMAILS)
     if recipients:
-        transaction.on_commit(lambda: send_alert_email.delay(alert.pk, event))
+        transaction.on_commit(lambda: send_email.delay(recipients, subject, text))
     if tenant and tenant.webhook_url:
-        transaction.on_commit(lambda: deliver_webhook.delay(alert.pk, event))
+        url = tenant.webhook_url
+        transaction.on_commit(lambda: deliver_webhook.delay(url, body))
 
 
-def email(alert_id: int, event: str) -> int:
-    alert = Alert.objects.select_related("tenant").get(pk=alert_id)
+def notify_alert(alert: Alert, event: str) -> None:
     tenant = alert.tenant
-    recipients = tenant.alert_recipients() if tenant else list(settings.ALERT_EMAILS)
     state = "resolved" if event == "resolved" else alert.get_kind_display()
     subject = f"[gpuloans] {tenant.name if tenant else 'fleet'}: {state}"
-    return send_mail(subject, f"{alert.message}\n\n{alert.subject}", None, recipients)
+    notify_later(tenant, subject, f"{alert.message}\n\n{alert.subject}", payload(alert, event))
 
 
-def post_webhook(alert_id: int, event: str) -> int:
-    """POST the alert as JSON; a 2xx answer is delivery, anything else raises DeliveryError."""
-    alert = Alert.objects.select_related("tenant").get(pk=alert_id)
-    url = alert.tenant.webhook_url
+def email(recipients: list[str], subject: str, text: str) -> int:
+    return send_mail(subject, text, None, recipients)
+
+
+def post_webhook(url: str, body: dict) -> int:
+    """POST the body as JSON; a 2xx answer is delivery, anything else raises DeliveryError."""
     request = urllib.request.Request(  # noqa: S310 - operators set http(s) URLs only
-        url, data=json.dumps(payload(alert, event)).encode(), method="POST",
+        url, data=json.dumps(body).encode(), method="POST",
         headers={"Content-Type": "application/json", "User-Agent": "gpuloans-alerts"})
     try:
         with urllib.request.urlopen(  # noqa: S310

@@ -4,7 +4,7 @@ each is also a management command)."""
 from celery import shared_task
 from django.utils import timezone
 
-from loans import notify
+from loans import bursts, notify
 from loans.advising import refresh_recommendations
 from loans.alerting import evaluate_alerts
 from loans.closing import close_due_periods
@@ -35,13 +35,20 @@ def recommend() -> str:
             f"{run.contracts} contracts")
 
 
+@shared_task(**RETRY)
+def grant_bursts() -> str:
+    """Grant queued burst requests that fit now (every minute, from beat)."""
+    run = bursts.process_queue(timezone.now())
+    return f"{run.granted} granted, {run.expired} expired"
+
+
 # Receivers may be down for a while: back off up to an hour between tries, for about a day.
 @shared_task(autoretry_for=(notify.DeliveryError,), retry_backoff=30, retry_backoff_max=3600,
              max_retries=30)
-def deliver_webhook(alert_id: int, event: str) -> int:
-    return notify.post_webhook(alert_id, event)
+def deliver_webhook(url: str, body: dict) -> int:
+    return notify.post_webhook(url, body)
 
 
 @shared_task(autoretry_for=(OSError,), retry_backoff=30, retry_backoff_max=3600, max_retries=30)
-def send_alert_email(alert_id: int, event: str) -> int:
-    return notify.email(alert_id, event)
+def send_email(recipients: list[str], subject: str, text: str) -> int:
+    return notify.email(recipients, subject, text)

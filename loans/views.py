@@ -16,14 +16,23 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from loans import charts, dashboard, fleet
+from loans import bursts, charts, dashboard, fleet
 from loans.access import tenant_for_user, tenants_for
 from loans.billing import Period
 from loans.figures import totals
-from loans.models import Alert, Contract, Membership, Recommendation, Tenant
+from loans.models import Alert, BurstRequest, Contract, Membership, Recommendation, Tenant
+from loans.views_bursts import BurstForm
 from metering import fleet as metering_fleet
+from metering.usage import floor_hour
 
 ALERT_HISTORY = 30
+POOL_AHEAD = timedelta(days=7)
+
+
+def pool_models() -> list[str]:
+    """GPU models that active contracts draw on."""
+    return sorted(set(Contract.objects.filter(status=Contract.Status.ACTIVE)
+                      .values_list("plan__gpu_model", flat=True)))
 FLEET_COLUMNS = [  # sort key, heading
     ("tenant", gettext_lazy("Tenant")),
     ("plan", gettext_lazy("Plan")),
@@ -108,6 +117,10 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         choice=choice, rows=rows, zone=zone, currency=contract.terms().currency,
         periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
         recommendations=recommendations_of(contract),
+        bursts=contract.bursts.filter(
+            state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED], ends_at__gt=now
+        ).order_by("starts_at"),
+        burst_form=BurstForm() if is_lead(request.user, tenant) else None,
         can_decide=is_lead(request.user, tenant),
         alerts=list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[:ALERT_HISTORY]),
     )
@@ -224,6 +237,10 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
         "capacity": by_model, "whole": whole,
         "nodes": metering_fleet.node_status(now),
         "fleet_alerts": Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=True),
+        "pools": [{"id": f"pool-{k}", "script_id": f"pool-{k}-data",
+                   "figure": charts.pool_figure(model, bursts.pool_series(
+                       model, floor_hour(now), floor_hour(now) + POOL_AHEAD))}
+                  for k, model in enumerate(pool_models())],
         "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
         "now": now,
     })

@@ -2,6 +2,7 @@
 recommendations and API tokens."""
 
 from loans.models.alerts import Alert
+from loans.models.bursts import BurstEvent, BurstRequest
 from loans.models.contracts import Contract, Terms
 from loans.models.fields import (
     MAX_HOURS_PER_PERIOD,
@@ -20,7 +21,8 @@ from loans.models.tenants import Membership, Tenant
 from loans.tokens import ApiToken
 
 __all__ = [
-    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "ApiToken", "Contract", "Membership",
+    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "ApiToken", "BurstEvent",
+    "BurstRequest", "Contract", "Membership",
     "Plan", "Recommendation", "Statement", "Tenant", "Terms", "currency_validator",
     "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

@@ -219,7 +219,7 @@ def test_the_page_s_queries_do_not_grow_with_usage(client, lead, contract, meter
                                                    django_assert_max_num_queries):
     """Rollups are read a period at a time, never a row per hour or per GPU."""
     client.force_login(lead)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(16):
         assert client.get("/en/tenants/vision/").status_code == 200
     with django_assert_max_num_queries(6):
         assert client.get(f"/api/v1/contracts/{contract.pk}/burndown").status_code == 200

@@ -1,0 +1,143 @@
+"""Burst requests and quota manifests over the API: leads ask and cancel, operators approve,
+reject, revoke and set priorities; a cluster's GitOps pipeline reads each tenant's quotas."""
+
+from django.http import HttpResponse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, permissions, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from loans import bursts, manifests
+from loans.access import tenant_for_user, tenants_for
+from loans.models import BurstEvent, BurstRequest, Contract, Membership
+
+MAX_GPUS = 100_000
+
+
+class BurstEventSerializer(serializers.ModelSerializer):
+    actor = serializers.StringRelatedField()
+
+    class Meta:
+        model = BurstEvent
+        fields = ["at", "state", "actor", "note"]
+
+
+class BurstSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="contract.tenant.slug", read_only=True)
+    requested_by = serializers.StringRelatedField()
+    events = BurstEventSerializer(many=True, read_only=True)
+    contract = serializers.PrimaryKeyRelatedField(queryset=Contract.objects.all())
+    gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS)
+
+    class Meta:
+        model = BurstRequest
+        fields = ["id", "tenant", "contract", "gpus", "starts_at", "ends_at", "reason",
+                  "priority", "state", "note", "requested_by", "created_at", "decided_at",
+                  "events"]
+        read_only_fields = ["priority", "state", "note", "created_at", "decided_at"]
+
+
+class DecisionSerializer(serializers.Serializer):
+    note = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
+    priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
+
+
+def is_lead(user, tenant_id: int) -> bool:
+    return Membership.objects.filter(user=user, tenant_id=tenant_id,
+                                     role=Membership.Role.LEAD).exists()
+
+
+class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                   viewsets.GenericViewSet):
+    """Burst requests: members see their tenants' (operators every one); leads ask for GPUs
+    above the base quota and cancel; operators approve, reject, revoke and prioritise."""
+
+    serializer_class = BurstSerializer
+
+    def get_queryset(self):
+        return BurstRequest.objects.filter(
+            contract__tenant__in=tenants_for(self.request.user)
+        ).select_related("contract__tenant", "requested_by").prefetch_related("events__actor")
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        contract = data["contract"]
+        if not tenants_for(request.user).filter(pk=contract.tenant_id).exists():
+            raise serializers.ValidationError({"contract": [_("No such contract.")]})
+        if not is_lead(request.user, contract.tenant_id):
+            return Response({"detail": _("Only the tenant's leads ask for bursts.")},
+                            status=status.HTTP_403_FORBIDDEN)
+        try:
+            burst = bursts.submit(contract=contract, user=request.user, gpus=data["gpus"],
+                                  starts_at=data["starts_at"], ends_at=data["ends_at"],
+                                  reason=data["reason"], now=timezone.now())
+        except bursts.BurstError as error:
+            return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(self.get_serializer(burst).data, status=status.HTTP_201_CREATED)
+
+    def _decide(self, request: Request, what: str) -> Response:
+        burst = self.get_object()
+        if what == "cancel":
+            allowed = is_lead(request.user, burst.contract.tenant_id) or request.user.is_staff
+        else:
+            allowed = request.user.is_staff
+        if not allowed:
+            return Response({"detail": _("You may not %(action)s this request.") % {
+                "action": what}}, status=status.HTTP_403_FORBIDDEN)
+        decision = DecisionSerializer(data=request.data)
+        decision.is_valid(raise_exception=True)
+        try:
+            burst = bursts.decide(burst, what, actor=request.user, now=timezone.now(),
+                                  note=decision.validated_data["note"],
+                                  priority=decision.validated_data.get("priority"))
+        except bursts.BurstError as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(burst).data)
+
+    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk=None) -> Response:
+        return self._decide(request, "cancel")
+
+    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @action(detail=True, methods=["post"])
+    def approve(self, request: Request, pk=None) -> Response:
+        return self._decide(request, "approve")
+
+    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @action(detail=True, methods=["post"])
+    def reject(self, request: Request, pk=None) -> Response:
+        return self._decide(request, "reject")
+
+    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @action(detail=True, methods=["post"])
+    def revoke(self, request: Request, pk=None) -> Response:
+        return self._decide(request, "revoke")
+
+    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @action(detail=True, methods=["post"])
+    def prioritise(self, request: Request, pk=None) -> Response:
+        return self._decide(request, "prioritise")
+
+
+class QuotaManifests(APIView):
+    """The tenant's effective GPU quota now (base plus granted bursts) as a Kubernetes
+    ResourceQuota and a Kueue ClusterQueue, in one YAML stream."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(responses={(200, "application/yaml"): OpenApiTypes.STR})
+    def get(self, request: Request, slug: str) -> HttpResponse:
+        tenant = tenant_for_user(request.user, slug)
+        text = manifests.tenant_manifests(tenant, timezone.now())
+        if text is None:
+            return HttpResponse(_("This tenant has no active contract.\n"), status=404,
+                                content_type="text/plain; charset=utf-8")
+        return HttpResponse(text, content_type="application/yaml; charset=utf-8")

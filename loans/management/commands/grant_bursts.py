@@ -1,0 +1,13 @@
+from django.core.management.base import BaseCommand
+from django.utils import timezone
+
+from loans.bursts import process_queue
+
+
+class Command(BaseCommand):
+    help = ("Grant queued burst requests that fit the pool now, in order; expire those whose "
+            "window passed (Celery beat runs this every minute). Safe to run again.")
+
+    def handle(self, *args, **options):
+        run = process_queue(timezone.now())
+        self.stdout.write(f"{run.granted} granted, {run.expired} expired.")

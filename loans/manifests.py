@@ -1,0 +1,74 @@
+"""Each tenant's GPU quota as the manifests a cluster applies: a Kubernetes ResourceQuota for
+the tenant's namespace (the effective quota: base plus the bursts granted now) and a Kueue
+ClusterQueue (nominal quota = base, borrowing limit = max quota - base)."""
+
+from datetime import datetime
+
+import yaml
+from django.utils.text import slugify
+
+from loans import bursts
+from loans.models import Contract, Tenant
+from metering.models import AttributionRule
+
+COHORT = "gpuloans"
+GPU = "nvidia.com/gpu"
+MANAGED = {"app.kubernetes.io/managed-by": "gpuloans"}
+
+
+def namespace_of(tenant: Tenant) -> str:
+    """The namespace its attribution rules name first, else the tenant's slug."""
+    rule = AttributionRule.objects.filter(
+        tenant=tenant, field=AttributionRule.Field.NAMESPACE).order_by("-priority", "pk").first()
+    return rule.value if rule else tenant.slug
+
+
+def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:
+    effective, cap = bursts.effective_quota(contract, at)
+    base = contract.terms().base_quota_gpus
+    namespace = namespace_of(tenant)
+    flavor = slugify(contract.plan.gpu_model) or "default-flavor"
+    labels = {**MANAGED, "gpuloans/tenant": tenant.slug}
+    return [
+        {
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "gpuloans-gpu", "namespace": namespace, "labels": labels},
+            "spec": {"hard": {f"requests.{GPU}": str(effective), f"limits.{GPU}": str(effective)}},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+            "metadata": {"name": tenant.slug, "labels": labels},
+            "spec": {
+                "cohort": COHORT,
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [{
+                    "coveredResources": [GPU],
+                    "flavors": [{"name": flavor, "resources": [{
+                        "name": GPU, "nominalQuota": base, "borrowingLimit": cap - base}]}],
+                }],
+            },
+        },
+    ]
+
+
+def active_contract(tenant: Tenant, at: datetime) -> Contract | None:
+    for contract in tenant.contracts.filter(status=Contract.Status.ACTIVE).select_related("plan"):
+        if contract.period_at(at) is not None:
+            return contract
+    return None
+
+
+def tenant_manifests(tenant: Tenant, at: datetime) -> str | None:
+    contract = active_contract(tenant, at)
+    if contract is None:
+        return None
+    return yaml.safe_dump_all(documents(tenant, contract, at), sort_keys=False)
+
+
+def all_manifests(at: datetime, tenants=None) -> str:
+    docs = []
+    for tenant in tenants if tenants is not None else Tenant.objects.all():
+        contract = active_contract(tenant, at)
+        if contract is not None:
+            docs += documents(tenant, contract, at)
+    return yaml.safe_dump_all(docs, sort_keys=False)

@@ -1,0 +1,77 @@
+"""Burst requests: a lead asks for GPUs above the contract's base quota for a while; they are
+granted when they fit, or wait in a queue."""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+from django.utils.translation import gettext_lazy as _
+
+from loans.models.contracts import Contract
+
+
+class BurstRequest(models.Model):
+    """N extra GPUs for [starts_at, ends_at), granted at once or queued until they fit."""
+
+    class State(models.TextChoices):
+        QUEUED = "queued", _("queued")
+        GRANTED = "granted", _("granted")
+        REJECTED = "rejected", _("rejected")
+        CANCELLED = "cancelled", _("cancelled")
+        REVOKED = "revoked", _("revoked")
+        EXPIRED = "expired", _("expired")
+
+    contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="bursts")
+    gpus = models.PositiveIntegerField(_("extra GPUs"))
+    starts_at = models.DateTimeField(_("from"))
+    ends_at = models.DateTimeField(_("until"))
+    reason = models.CharField(_("reason"), max_length=500)
+    priority = models.SmallIntegerField(
+        _("priority"), default=0, help_text=_("Higher is served first; equal ones in order."))
+    state = models.CharField(_("state"), max_length=10, choices=State.choices,
+                             default=State.QUEUED)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
+                                     related_name="+", verbose_name=_("requested by"))
+    created_at = models.DateTimeField(_("requested"))
+    decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
+    note = models.CharField(_("note"), max_length=500, blank=True,
+                            help_text=_("Why it was granted, rejected, revoked or cancelled."))
+
+    class Meta:
+        ordering = ["-priority", "created_at", "pk"]
+        verbose_name = _("burst request")
+        verbose_name_plural = _("burst requests")
+        constraints = [
+            models.CheckConstraint(condition=Q(gpus__gte=1), name="burst_at_least_one_gpu",
+                                   violation_error_message=_("Ask for at least one GPU.")),
+            models.CheckConstraint(condition=Q(ends_at__gt=F("starts_at")),
+                                   name="burst_ends_after_start",
+                                   violation_error_message=_("A burst must end after it starts.")),
+            models.CheckConstraint(
+                condition=Q(state__in=["queued", "granted", "rejected", "cancelled", "revoked",
+                                       "expired"]),
+                name="burst_state_known"),
+        ]
+        indexes = [models.Index(fields=["state", "starts_at", "ends_at"], name="burst_window")]
+
+    def __str__(self) -> str:
+        return f"{self.contract.tenant.slug} +{self.gpus} GPUs {self.starts_at:%Y-%m-%d %H:%M}"
+
+
+class BurstEvent(models.Model):
+    """Every change of a burst request, kept as its history."""
+
+    request = models.ForeignKey(BurstRequest, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(_("at"))
+    state = models.CharField(_("state"), max_length=10, choices=BurstRequest.State.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                              blank=True, related_name="+",
+                              help_text=_("Empty when the queue job acted."))
+    note = models.CharField(_("note"), max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+        verbose_name = _("burst event")
+        verbose_name_plural = _("burst events")
+
+    def __str__(self) -> str:
+        return f"{self.request_id} {self.state} {self.at:%Y-%m-%d %H:%M}"

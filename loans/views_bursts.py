@@ -1,0 +1,87 @@
+"""The tenant page's burst requests: a lead asks for GPUs above the base quota and cancels."""
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from django.views.decorators.http import require_POST
+
+from loans import bursts
+from loans.access import tenant_for_user
+from loans.models import BurstRequest, Membership
+
+MAX_GPUS = 100_000
+
+
+class BurstForm(forms.Form):
+    gpus = forms.IntegerField(label=gettext_lazy("Extra GPUs"), min_value=1, max_value=MAX_GPUS)
+    starts_at = forms.DateTimeField(label=gettext_lazy("From"),
+                                    widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    ends_at = forms.DateTimeField(label=gettext_lazy("Until"),
+                                  widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    reason = forms.CharField(label=gettext_lazy("Reason"), max_length=500)
+
+
+def _lead_only(request: HttpRequest, tenant) -> bool:
+    return Membership.objects.filter(user=request.user, tenant=tenant,
+                                     role=Membership.Role.LEAD).exists()
+
+
+def _back(slug: str, contract_id: int) -> HttpResponse:
+    return redirect(f"{reverse('tenant', args=[slug])}?contract={contract_id}#bursts")
+
+
+@require_POST
+@login_required
+def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
+    tenant = tenant_for_user(request.user, slug)
+    contract = tenant.contracts.filter(pk=contract_id).first()
+    if contract is None:
+        raise Http404(_("This tenant has no such contract."))
+    if not _lead_only(request, tenant):
+        messages.error(request, _("Only the tenant's leads ask for bursts."))
+        return _back(slug, contract.pk)
+    # Times in the form are the contract's wall clock.
+    with timezone.override(contract.zone):
+        form = BurstForm(request.POST)
+        valid = form.is_valid()
+    if not valid:
+        for field, errors in form.errors.items():
+            label = form.fields[field].label if field in form.fields else ""
+            messages.error(request, f"{label}: {' '.join(errors)}")
+        return _back(slug, contract.pk)
+    try:
+        burst = bursts.submit(contract=contract, user=request.user, now=timezone.now(),
+                              **form.cleaned_data)
+    except bursts.BurstError as error:
+        messages.error(request, str(error))
+        return _back(slug, contract.pk)
+    level = messages.ERROR if burst.state == BurstRequest.State.REJECTED else messages.SUCCESS
+    messages.add_message(request, level, _("Burst request %(state)s. %(note)s") % {
+        "state": burst.get_state_display(), "note": burst.note})
+    return _back(slug, contract.pk)
+
+
+@require_POST
+@login_required
+def cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
+    tenant = tenant_for_user(request.user, slug)
+    burst = BurstRequest.objects.filter(pk=pk, contract__tenant=tenant).select_related(
+        "contract__plan").first()
+    if burst is None:
+        raise Http404(_("No such burst request."))
+    if not _lead_only(request, tenant):
+        messages.error(request, _("Only the tenant's leads cancel bursts."))
+    else:
+        try:
+            bursts.decide(burst, "cancel", actor=request.user, now=timezone.now(),
+                          note=_("cancelled by the lead"))
+            messages.success(request, _("Burst request cancelled."))
+        except bursts.BurstError as error:
+            messages.error(request, str(error))
+    return _back(slug, burst.contract_id)
