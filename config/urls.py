@@ -5,7 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from loans import api, api_bursts, views, views_bursts
+from loans import api, api_bursts, views, views_bursts, views_buy
 from metering import api as metering_api
 from metering.viewsets import NodeViewSet
 
@@ -21,6 +21,8 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("api/v1/samples", metering_api.samples, name="api-samples"),
     path("api/v1/tenants/<slug:slug>/usage", api.TenantUsage.as_view(), name="api-tenant-usage"),
+    path("api/v1/tenants/<slug:slug>/buy-vs-loan", views_buy.BuyVsLoan.as_view(),
+         name="api-buy-vs-loan"),
     path("api/v1/tenants/<slug:slug>/quota-manifests", api_bursts.QuotaManifests.as_view(),
          name="api-quota-manifests"),
     path("api/v1/contracts/<int:pk>/burndown", api.ContractBurndown.as_view(),
@@ -47,6 +49,7 @@ urlpatterns += i18n_patterns(
          name="burst-ask"),
     path("tenants/<slug:slug>/bursts/<int:pk>/cancel/", views_bursts.cancel,
          name="burst-cancel"),
+    path("tenants/<slug:slug>/buy-vs-loan/", views_buy.page, name="buy-vs-loan"),
     path("fleet/", views.fleet_page, name="fleet"),
     path("fleet.csv", views.fleet_csv, name="fleet-csv"),
     path("admin/", admin.site.urls),

@@ -217,3 +217,18 @@ def pool_figure(model: str, series: dict) -> dict:
     return {"data": data, "layout": _layout(
         _("Pool: %(model)s, next 7 days") % {"model": model or _("any model")}, _("GPUs"),
         height=300)}
+
+
+def buy_figure(result, currency: str) -> dict:
+    """Cumulative cash over the months: buying (the price up front, then overhead and
+    maintenance) against the loan."""
+    data = [
+        {"type": "scatter", "mode": "lines", "name": _("Buy"), "x": result.months,
+         "y": [float(v) for v in result.buy_cumulative], "line": {"color": COLOURS["max"]}},
+        {"type": "scatter", "mode": "lines", "name": _("Loan"), "x": result.months,
+         "y": [float(v) for v in result.loan_cumulative],
+         "line": {"color": COLOURS["allocated"]}},
+    ]
+    return {"data": data, "layout": _layout(
+        _("Cumulative cost"), currency, xaxis={"title": {"text": _("Months")}},
+        hovermode="x unified")}

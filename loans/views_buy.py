@@ -1,0 +1,159 @@
+"""Buy vs loan: a lead compares buying GPUs with their contract or a catalogue plan, on their
+measured usage where there is some. The page and the API share the form and the figures."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from loans import buyvsloan, charts, dashboard
+from loans.access import tenant_for_user
+from loans.models import Contract, Plan, Tenant
+from metering import usage
+
+LOOKBACK = timedelta(days=90)
+DEFAULTS = {"price_per_gpu": Decimal(220_000), "overhead_per_gpu_year": Decimal(30_000),
+            "maintenance_percent": Decimal(8), "depreciation_years": 4}
+
+
+class BuyForm(forms.Form):
+    target = forms.ChoiceField(label=gettext_lazy("Compare with"))
+    gpus = forms.IntegerField(label=gettext_lazy("GPUs"), min_value=1, max_value=100_000)
+    price_per_gpu = forms.DecimalField(label=gettext_lazy("Price per GPU"), min_value=0,
+                                       max_value=10**9, decimal_places=2)
+    overhead_per_gpu_year = forms.DecimalField(
+        label=gettext_lazy("Server and facility overhead per GPU-year"), min_value=0,
+        max_value=10**8, decimal_places=2)
+    maintenance_percent = forms.DecimalField(
+        label=gettext_lazy("Maintenance (percent of the price, a year)"), min_value=0,
+        max_value=100, decimal_places=2)
+    depreciation_years = forms.IntegerField(label=gettext_lazy("Depreciation (years)"),
+                                            min_value=1, max_value=15)
+    utilisation_percent = forms.DecimalField(label=gettext_lazy("Expected utilisation (percent)"),
+                                             min_value=Decimal("0.1"), max_value=100,
+                                             decimal_places=2)
+    months = forms.IntegerField(label=gettext_lazy("Over (months)"), min_value=1,
+                                max_value=120)
+
+    def __init__(self, *args, contract: Contract, **kwargs):
+        super().__init__(*args, **kwargs)
+        plans = Plan.objects.filter(is_offered=True, currency=contract.plan.currency)
+        self.fields["target"].choices = [("contract", _("My contract (%(plan)s)") % {
+            "plan": contract.plan.name})] + [(str(p.pk), p.name) for p in plans]
+        self.plans = {str(p.pk): p for p in plans}
+
+
+def measured_utilisation(contract: Contract, gpus: int, now) -> Decimal | None:
+    """Allocated GPU-hours over the last 90 days (or since the contract began) against `gpus`
+    held all the time, percent."""
+    start = max(now - LOOKBACK, contract.periods()[0].start)
+    hours = Decimal(repr((now - start).total_seconds() / 3600))
+    totals = usage.tenant_totals(contract.tenant_id, start, now)
+    if not totals.sample_count or hours <= 0:
+        return None
+    share = Decimal(repr(totals.allocated_gpu_hours)) / (gpus * hours)
+    return min(Decimal(100), (share * 100).quantize(Decimal("0.1")))
+
+
+def initial(contract: Contract, now) -> dict:
+    gpus = contract.terms().base_quota_gpus or 1
+    measured = measured_utilisation(contract, gpus, now)
+    return {"target": "contract", "gpus": gpus, **DEFAULTS,
+            "utilisation_percent": measured if measured else Decimal(60),
+            "months": contract.terms().term_months}
+
+
+def with_defaults(contract: Contract, given: dict, now) -> dict:
+    """The form's data: what was given, the defaults for the rest."""
+    return {**{k: str(v) for k, v in initial(contract, now).items()}, **given}
+
+
+def loan_of(form: BuyForm, contract: Contract) -> buyvsloan.Loan:
+    target = form.cleaned_data["target"]
+    if target == "contract":
+        terms = contract.terms()
+        return buyvsloan.Loan(contract.plan.name, terms.committed_gpu_hours,
+                              terms.committed_rate, terms.overage_rate)
+    plan = form.plans[target]
+    return buyvsloan.Loan(plan.name, plan.committed_gpu_hours, plan.committed_rate,
+                          plan.effective_overage_rate(), plan.upfront_fee)
+
+
+def evaluate(form: BuyForm, contract: Contract) -> buyvsloan.Comparison:
+    data = form.cleaned_data
+    purchase = buyvsloan.Purchase(
+        gpus=data["gpus"], price_per_gpu=data["price_per_gpu"],
+        overhead_per_gpu_year=data["overhead_per_gpu_year"],
+        maintenance_share=data["maintenance_percent"] / 100,
+        depreciation_years=data["depreciation_years"])
+    return buyvsloan.compare(purchase, loan_of(form, contract),
+                             data["utilisation_percent"] / 100, data["months"])
+
+
+def _contract(tenant: Tenant) -> Contract | None:
+    contracts = dashboard.contracts_of(tenant)
+    return contracts[0] if contracts else None
+
+
+@login_required
+def page(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = tenant_for_user(request.user, slug)
+    contract = _contract(tenant)
+    context = {"tenant": tenant, "contract": contract}
+    if contract is None:
+        return render(request, "loans/buy.html", context)
+    now = timezone.now()
+    form = BuyForm(with_defaults(contract, request.GET.dict(), now), contract=contract)
+    context.update(form=form, currency=contract.plan.currency,
+                   measured=measured_utilisation(contract, contract.terms().base_quota_gpus or 1,
+                                                 now))
+    if form.is_valid():
+        result = evaluate(form, contract)
+        context.update(result=result, loan=loan_of(form, contract),
+                       chart=charts.buy_figure(result, contract.plan.currency))
+    return render(request, "loans/buy.html", context, status=200 if form.is_valid() else 400)
+
+
+class BuyVsLoan(APIView):
+    """The buy-vs-loan comparison as JSON; parameters as on the page (defaults where left out,
+    the utilisation measured where there is usage)."""
+
+    @extend_schema(parameters=[OpenApiParameter(name, str, required=False) for name in (
+        "target", "gpus", "price_per_gpu", "overhead_per_gpu_year", "maintenance_percent",
+        "depreciation_years", "utilisation_percent", "months")],
+        responses={200: OpenApiTypes.OBJECT})
+    def get(self, request: Request, slug: str) -> Response:
+        tenant = tenant_for_user(request.user, slug)
+        contract = _contract(tenant)
+        if contract is None:
+            return Response({"detail": _("This tenant has no contract.")}, status=404)
+        form = BuyForm(with_defaults(contract, request.query_params.dict(), timezone.now()),
+                       contract=contract)
+        if not form.is_valid():
+            return Response(form.errors.get_json_data(escape_html=True), status=400)
+        result = evaluate(form, contract)
+        text = {k: None if v is None else str(v) for k, v in {
+            "used_gpu_hours_per_month": result.used_gpu_hours_per_month,
+            "buy_per_used_gpu_hour": result.buy_per_used_gpu_hour,
+            "loan_per_used_gpu_hour": result.loan_per_used_gpu_hour,
+            "buy_per_year": result.buy_per_year, "loan_per_year": result.loan_per_year,
+            "break_even_utilisation": result.break_even_utilisation}.items()}
+        return Response({
+            "currency": contract.plan.currency, "loan": loan_of(form, contract).name,
+            "inputs": {k: str(v) for k, v in form.cleaned_data.items()},
+            **text, "cheaper": result.cheaper,
+            "buy_cumulative": [str(v) for v in result.buy_cumulative],
+            "loan_cumulative": [str(v) for v in result.loan_cumulative],
+        })
+
