@@ -3,7 +3,7 @@
 from django.db.models import QuerySet
 from django.http import Http404
 
-from loans.models import Contract, Tenant
+from loans.models import Contract, Membership, Tenant
 
 
 def tenants_for(user) -> QuerySet[Tenant]:
@@ -32,3 +32,9 @@ def contract_for_user(user, pk: int) -> Contract:
     if contract is None:
         raise Http404("No such contract.")
     return contract
+
+
+def is_lead(user, tenant_id: int) -> bool:
+    """Leads decide for their tenant: recommendations, burst requests."""
+    return Membership.objects.filter(user=user, tenant_id=tenant_id,
+                                     role=Membership.Role.LEAD).exists()

@@ -13,10 +13,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from loans import bursts, manifests
-from loans.access import tenant_for_user, tenants_for
-from loans.models import BurstEvent, BurstRequest, Contract, Membership
-
-MAX_GPUS = 100_000
+from loans.access import is_lead, tenant_for_user, tenants_for
+from loans.models import BurstEvent, BurstRequest, Contract
 
 
 class BurstEventSerializer(serializers.ModelSerializer):
@@ -32,7 +30,7 @@ class BurstSerializer(serializers.ModelSerializer):
     requested_by = serializers.StringRelatedField()
     events = BurstEventSerializer(many=True, read_only=True)
     contract = serializers.PrimaryKeyRelatedField(queryset=Contract.objects.all())
-    gpus = serializers.IntegerField(min_value=1, max_value=MAX_GPUS)
+    gpus = serializers.IntegerField(min_value=1, max_value=bursts.MAX_GPUS)
 
     class Meta:
         model = BurstRequest
@@ -45,11 +43,6 @@ class BurstSerializer(serializers.ModelSerializer):
 class DecisionSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=500, default="")
     priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
-
-
-def is_lead(user, tenant_id: int) -> bool:
-    return Membership.objects.filter(user=user, tenant_id=tenant_id,
-                                     role=Membership.Role.LEAD).exists()
 
 
 class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,

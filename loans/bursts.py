@@ -19,6 +19,7 @@ from django.utils.translation import gettext as _
 from loans.models import BurstEvent, BurstRequest, Contract
 from metering.models import Gpu
 
+MAX_GPUS = 100_000  # what one request may ask for, a sanity bound for forms and the API
 State = BurstRequest.State
 LIVE = [State.QUEUED, State.GRANTED]
 

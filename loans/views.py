@@ -17,10 +17,10 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from loans import bursts, charts, dashboard, fleet
-from loans.access import tenant_for_user, tenants_for
+from loans.access import is_lead, tenant_for_user, tenants_for
 from loans.billing import Period
 from loans.figures import totals
-from loans.models import Alert, BurstRequest, Contract, Membership, Recommendation, Tenant
+from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
 from loans.views_bursts import BurstForm
 from metering import fleet as metering_fleet
 from metering.usage import floor_hour
@@ -29,10 +29,6 @@ ALERT_HISTORY = 30
 POOL_AHEAD = timedelta(days=7)
 
 
-def pool_models() -> list[str]:
-    """GPU models that active contracts draw on."""
-    return sorted(set(Contract.objects.filter(status=Contract.Status.ACTIVE)
-                      .values_list("plan__gpu_model", flat=True)))
 FLEET_COLUMNS = [  # sort key, heading
     ("tenant", gettext_lazy("Tenant")),
     ("plan", gettext_lazy("Plan")),
@@ -42,6 +38,12 @@ FLEET_COLUMNS = [  # sort key, heading
     ("days_left", gettext_lazy("Days left")),
     ("alerts", gettext_lazy("Open alerts")),
 ]
+
+
+def pool_models() -> list[str]:
+    """GPU models that active contracts draw on."""
+    return sorted(set(Contract.objects.filter(status=Contract.Status.ACTIVE)
+                      .values_list("plan__gpu_model", flat=True)))
 
 
 def operator_required(view):
@@ -113,6 +115,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "loans/tenant.html", context, status=400)
     rows = dashboard.period_rows(contract, now)
     zone = contract.zone
+    lead = is_lead(request.user, tenant.pk)
     context.update(
         choice=choice, rows=rows, zone=zone, currency=contract.terms().currency,
         periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
@@ -120,8 +123,8 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         bursts=contract.bursts.filter(
             state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED], ends_at__gt=now
         ).order_by("starts_at"),
-        burst_form=BurstForm() if is_lead(request.user, tenant) else None,
-        can_decide=is_lead(request.user, tenant),
+        burst_form=BurstForm() if lead else None,
+        can_decide=lead,
         alerts=list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[:ALERT_HISTORY]),
     )
     if choice == dashboard.WHOLE_CONTRACT:
@@ -145,11 +148,6 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "loans/tenant.html", context)
 
 
-def is_lead(user, tenant: Tenant) -> bool:
-    return Membership.objects.filter(user=user, tenant=tenant,
-                                     role=Membership.Role.LEAD).exists()
-
-
 def recommendations_of(contract: Contract) -> list[Recommendation]:
     """Open recommendations, then those accepted and waiting for an operator, each with its
     figure where it has one."""
@@ -170,7 +168,7 @@ def decide(request: HttpRequest, slug: str, pk: int, decision: str) -> HttpRespo
     rec = Recommendation.objects.filter(pk=pk, contract__tenant=tenant).first()
     if rec is None:
         raise Http404(_("No such recommendation."))
-    if not is_lead(request.user, tenant):
+    if not is_lead(request.user, tenant.pk):
         return render(request, "403.html", {"reason": _("Only the tenant's leads decide.")},
                       status=403)
     state = {"accept": Recommendation.State.ACCEPTED,

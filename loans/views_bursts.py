@@ -12,24 +12,18 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from loans import bursts
-from loans.access import tenant_for_user
-from loans.models import BurstRequest, Membership
-
-MAX_GPUS = 100_000
+from loans.access import is_lead, tenant_for_user
+from loans.models import BurstRequest
 
 
 class BurstForm(forms.Form):
-    gpus = forms.IntegerField(label=gettext_lazy("Extra GPUs"), min_value=1, max_value=MAX_GPUS)
+    gpus = forms.IntegerField(label=gettext_lazy("Extra GPUs"), min_value=1,
+                              max_value=bursts.MAX_GPUS)
     starts_at = forms.DateTimeField(label=gettext_lazy("From"),
                                     widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     ends_at = forms.DateTimeField(label=gettext_lazy("Until"),
                                   widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     reason = forms.CharField(label=gettext_lazy("Reason"), max_length=500)
-
-
-def _lead_only(request: HttpRequest, tenant) -> bool:
-    return Membership.objects.filter(user=request.user, tenant=tenant,
-                                     role=Membership.Role.LEAD).exists()
 
 
 def _back(slug: str, contract_id: int) -> HttpResponse:
@@ -43,7 +37,7 @@ def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
     contract = tenant.contracts.filter(pk=contract_id).first()
     if contract is None:
         raise Http404(_("This tenant has no such contract."))
-    if not _lead_only(request, tenant):
+    if not is_lead(request.user, tenant.pk):
         messages.error(request, _("Only the tenant's leads ask for bursts."))
         return _back(slug, contract.pk)
     # Times in the form are the contract's wall clock.
@@ -75,7 +69,7 @@ def cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "contract__plan").first()
     if burst is None:
         raise Http404(_("No such burst request."))
-    if not _lead_only(request, tenant):
+    if not is_lead(request.user, tenant.pk):
         messages.error(request, _("Only the tenant's leads cancel bursts."))
     else:
         try:
