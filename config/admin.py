@@ -15,6 +15,14 @@ class GpuLoansAdminSite(admin.AdminSite):
     site_title = "gpuloans"
     index_title = _("Operations")
 
+    def login(self, request, extra_context=None):
+        # The throttled form imports auth models, which this module (loaded with the app
+        # registry) cannot import at the top.
+        from config.auth import AdminLoginForm
+
+        self.login_form = AdminLoginForm
+        return super().login(request, extra_context)
+
     def get_urls(self):
         from metering.admin_samples import sample_list
 

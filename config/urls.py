@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from config.auth import LoginForm
 from loans import api, api_bursts, views, views_bursts, views_buy
 from metering import api as metering_api
 from metering.viewsets import NodeViewSet
@@ -35,7 +36,8 @@ urlpatterns = [
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm),
+         name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(),
          name="password_change"),

@@ -1,0 +1,63 @@
+"""Request ids and structured logs: every request gets an id (the proxy's X-Request-ID when it
+is a sane token, else a new one), every log line written while serving it carries the id, and
+one line per request records method, path, status and duration. LOG_FORMAT=json writes each
+line as a JSON object for a log pipeline."""
+
+import contextvars
+import json
+import logging
+import re
+import time
+import uuid
+
+from django.http import HttpRequest, HttpResponse
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+SANE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+log = logging.getLogger("gpuloans.request")
+
+
+class RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.request_id = request_id.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line; the request's fields where the record has them."""
+
+    FIELDS = ("method", "path", "status", "duration_ms", "node")
+    converter = time.gmtime  # the timestamps say Z
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = {
+            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname, "logger": record.name,
+            "request_id": getattr(record, "request_id", "-"), "message": record.getMessage(),
+        }
+        line.update({k: getattr(record, k) for k in self.FIELDS if hasattr(record, k)})
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False)
+
+
+class RequestIdMiddleware:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        given = request.headers.get("X-Request-ID", "")
+        rid = given if SANE.match(given) else uuid.uuid4().hex
+        token = request_id.set(rid)
+        started = time.perf_counter()
+        try:
+            response = self.get_response(request)
+            response["X-Request-ID"] = rid
+            # The query string stays out: it may carry what a user typed.
+            log.info("%s %s %s", request.method, request.path, response.status_code, extra={
+                "method": request.method, "path": request.path,
+                "status": response.status_code,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
+            return response
+        finally:
+            request_id.reset(token)

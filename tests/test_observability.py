@@ -1,0 +1,62 @@
+"""Request ids on every answer and log line; JSON logs; login throttled after failures."""
+
+import json
+import logging
+
+import pytest
+
+from config.requestlog import JsonFormatter, RequestIdFilter
+from tests.conftest import PASSWORD
+
+
+def test_every_answer_carries_a_request_id_and_a_sane_one_is_kept(client, db):
+    fresh = client.get("/healthz")
+    assert len(fresh["X-Request-ID"]) == 32
+    assert client.get("/healthz", HTTP_X_REQUEST_ID="proxy-42.a")["X-Request-ID"] == "proxy-42.a"
+    hostile = client.get("/healthz", HTTP_X_REQUEST_ID="x\r\nSet-Cookie: a=b" + "y" * 80)
+    assert hostile["X-Request-ID"] != "x" and len(hostile["X-Request-ID"]) == 32
+
+
+def test_a_request_is_logged_once_with_its_id_status_and_duration(client, db, caplog):
+    with caplog.at_level(logging.INFO, logger="gpuloans.request"):
+        client.get("/healthz?secret=1", HTTP_X_REQUEST_ID="abc123")
+    (record,) = [r for r in caplog.records if r.name == "gpuloans.request"]
+    assert (record.method, record.path, record.status) == ("GET", "/healthz", 200)
+    assert record.duration_ms >= 0 and "secret" not in record.getMessage()
+    line = json.loads(JsonFormatter().format(_with_id(record, "abc123")))
+    assert line["request_id"] == "abc123" and line["status"] == 200
+    assert line["logger"] == "gpuloans.request" and line["level"] == "INFO"
+
+
+def _with_id(record, rid):
+    record.request_id = rid
+    return record
+
+
+def test_lines_logged_outside_a_request_say_so():
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "hello", None, None)
+    RequestIdFilter().filter(record)
+    assert record.request_id == "-"
+
+
+@pytest.mark.parametrize("url", ["/en/accounts/login/", "/en/admin/login/"])
+def test_logins_are_throttled_after_repeated_failures(client, operator, settings, url):
+    settings.LOGIN_FAILURES_ALLOWED = 3
+    for _ in range(3):
+        page = client.post(url, {"username": "operator", "password": "wrong"})
+        assert "Too many failed attempts" not in page.content.decode()
+    # Now even the right password waits for the lockout to pass.
+    page = client.post(url, {"username": "operator", "password": PASSWORD})
+    assert page.status_code == 200
+    assert "Too many failed attempts. Try again in 15 minutes." in page.content.decode()
+    # Another user from the same address is not locked out.
+    assert client.post(url, {"username": "someone", "password": "x"}).status_code == 200
+    assert "Too many" not in client.post(url, {"username": "someone",
+                                               "password": "x"}).content.decode()
+
+
+def test_a_good_login_before_the_limit_goes_through(client, lead, settings):
+    settings.LOGIN_FAILURES_ALLOWED = 3
+    client.post("/en/accounts/login/", {"username": "lead", "password": "wrong"})
+    response = client.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD})
+    assert response.status_code == 302
