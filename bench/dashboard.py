@@ -17,39 +17,20 @@ second run should be no slower; the target is p95 under 150 ms and at most 10% s
 
 import argparse
 import gc
-import os
 import statistics
 import sys
 import time
-import warnings
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import psycopg
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import database_url, in_process, recreate_database  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-DATABASE_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuloans_dash_bench"
-)
-os.environ.update({
-    "DATABASE_URL": DATABASE_URL, "DEBUG": "0", "ALLOWED_HOSTS": "testserver",
-    "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
-    "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING",
-})
-# Static files are served from the packages in the bench; there is no collected directory.
-warnings.filterwarnings("ignore", "No directory at")
+DATABASE_URL = database_url("gpuloans_dash_bench")
+in_process(DATABASE_URL)
 GPUS_PER_NODE = 8
 RETENTION_DAYS = 35
 ROUNDS = 5
-
-
-def recreate_database() -> None:
-    name = DATABASE_URL.rsplit("/", 1)[1]
-    admin = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def step(label: str):
@@ -191,7 +172,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"database {DATABASE_URL}; {args.gpus} GPUs, {args.days} days of rollups, "
           f"{args.requests} requests a page", flush=True)
-    recreate_database()
+    recreate_database(DATABASE_URL)
 
     import django
     from django.core.management import call_command

@@ -27,19 +27,19 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import orjson
 import psycopg
 from psycopg.types.json import set_json_dumps
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import SECRET, database_url, recreate_database  # noqa: E402
+
 BATCH = 500
 GPUS_PER_CLIENT = 50
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
-DATABASE_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuloans_bench"
-)
+DATABASE_URL = database_url("gpuloans_bench")
 BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
 HISTORY_DAYS = 30
 
@@ -47,20 +47,11 @@ HISTORY_DAYS = 30
 def server_env() -> dict:
     return {
         **os.environ, "DATABASE_URL": DATABASE_URL, "DEBUG": "0",
-        "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
+        "SECRET_KEY": SECRET,
         "ALLOWED_HOSTS": "127.0.0.1", "INGEST_REQUESTS_PER_MINUTE": "0",
         "DJANGO_SETTINGS_MODULE": "bench.settings", "LOG_LEVEL": "WARNING",
         "BEHIND_TLS_PROXY": "0",
     }
-
-
-def recreate_database() -> None:
-    parts = urlsplit(DATABASE_URL)
-    name = parts.path.lstrip("/")
-    admin = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def manage(*args: str) -> None:
@@ -234,7 +225,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"database {DATABASE_URL}, {args.workers} gunicorn workers, {args.clients} clients, "
           f"{BATCH}-sample batches, {args.seconds:g} s a phase", flush=True)
-    recreate_database()
+    recreate_database(DATABASE_URL)
     manage("migrate", "-v0")
     tokens = prepare(args.clients)
 

@@ -11,35 +11,17 @@ recommendation job under 60 s for 1,000 contracts.
 """
 
 import argparse
-import os
 import sys
 import time
-import warnings
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
-import psycopg
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import database_url, in_process, recreate_database  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-DATABASE_URL = os.environ.get(
-    "BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gpuloans_jobs_bench"
-)
-os.environ.update({
-    "DATABASE_URL": DATABASE_URL, "DEBUG": "0", "ALLOWED_HOSTS": "testserver",
-    "SECRET_KEY": "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
-    "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING",
-})
-warnings.filterwarnings("ignore", "No directory at")
-
-
-def recreate_database() -> None:
-    name = DATABASE_URL.rsplit("/", 1)[1]
-    admin = DATABASE_URL.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+DATABASE_URL = database_url("gpuloans_jobs_bench")
+in_process(DATABASE_URL)
 
 
 def timed(label: str, function):
@@ -92,7 +74,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=365)
     args = parser.parse_args()
     print(f"database {DATABASE_URL}", flush=True)
-    recreate_database()
+    recreate_database(DATABASE_URL)
 
     import django
     from django.core.management import call_command

@@ -1,0 +1,38 @@
+"""What the benchmarks share: a database made afresh for each run, and the application in
+process under production settings (DEBUG off) for the in-process ones."""
+
+import os
+import sys
+import warnings
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+
+
+def database_url(default_name: str) -> str:
+    return os.environ.get("BENCH_DATABASE_URL",
+                          f"postgres://postgres@127.0.0.1:5432/{default_name}")
+
+
+def recreate_database(url: str) -> None:
+    """Drop and create the benchmark's database (its name is the URL's path)."""
+    name = urlsplit(url).path.lstrip("/")
+    admin = url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def in_process(url: str) -> None:
+    """Production settings for Django in this process, on the benchmark's database."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.update({
+        "DATABASE_URL": url, "DEBUG": "0", "ALLOWED_HOSTS": "testserver", "SECRET_KEY": SECRET,
+        "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING",
+    })
+    # Static files are served from the packages; a bench has no collected directory.
+    warnings.filterwarnings("ignore", "No directory at")
