@@ -10,7 +10,7 @@ at which the two cost the same, follow.
 from dataclasses import dataclass
 from decimal import Decimal
 
-from loans.billing import money
+from loans.billing import money, period_cost
 
 HOURS_PER_YEAR = Decimal(8760)
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12
@@ -47,9 +47,9 @@ class Loan:
     upfront_fee: Decimal = Decimal(0)
 
     def monthly_cost(self, used: Decimal) -> Decimal:
-        overage = max(Decimal(0), used - self.committed_gpu_hours)
-        return money(self.committed_gpu_hours * self.committed_rate) + money(
-            overage * self.overage_rate)
+        return period_cost(committed=self.committed_gpu_hours, used=used,
+                           committed_rate=self.committed_rate,
+                           overage_rate=self.overage_rate).total
 
     def cash_by_month(self, months: int, used: Decimal) -> list[Decimal]:
         monthly = self.monthly_cost(used)

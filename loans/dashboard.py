@@ -12,7 +12,14 @@ from django.utils.translation import gettext as _
 
 from loans import billing, closing
 from loans.burndown import TRAILING_WINDOW
-from loans.figures import HourUsage, PeriodFigures, PeriodRow, Rates, period_figures
+from loans.figures import (
+    HourUsage,
+    PeriodFigures,
+    PeriodRow,
+    Rates,
+    cost_at,
+    period_figures,
+)
 from loans.models import Contract, Statement, Tenant
 from metering import usage
 
@@ -85,10 +92,7 @@ def period_rows(contract: Contract, now: datetime) -> list[PeriodRow]:
             used_gpu_hours=used,
             busy_gpu_hours=billing.gpu_hours(totals.busy_gpu_hours),
             adjustment_gpu_hours=pending,
-            cost=billing.period_cost(
-                committed=rates.committed_gpu_hours, used=used + pending,
-                committed_rate=rates.committed_rate, overage_rate=rates.overage_rate,
-            ),
+            cost=cost_at(rates, used + pending),
             completeness=None,
         ))
         pending = Decimal(0)

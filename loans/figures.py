@@ -131,15 +131,16 @@ def period_figures(
         rates=rates,
         used_gpu_hours=used,
         busy_gpu_hours=busy,
-        cost_so_far=_cost(rates, used),
+        cost_so_far=cost_at(rates, used),
         projected_used_gpu_hours=projected,
-        projected_cost=_cost(rates, projected),
+        projected_cost=cost_at(rates, projected),
         burndown=curve,
         hours=in_period,
     )
 
 
-def _cost(rates: Rates, used: Decimal) -> billing.PeriodCost:
+def cost_at(rates: Rates, used: Decimal) -> billing.PeriodCost:
+    """A period's cost under these rates when `used` GPU-hours were allocated."""
     return billing.period_cost(
         committed=rates.committed_gpu_hours,
         used=used,

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
-from loans.billing import money
+from loans.billing import gpu_hours, money, period_cost
 
 DAY_HOURS = 24
 LOOKBACKS = (90, 60, 30)  # days, longest first
@@ -216,20 +216,9 @@ def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float],
     return out
 
 
-@dataclass(frozen=True)
-class PlanCost:
-    plan_id: int | None  # None: the contract's own (negotiated) terms
-    name: str
-    cost: Decimal
-    feasible: bool  # its max quota covers the peak seen
-
-
 def plan_cost(windows: list[float], committed: Decimal, committed_rate: Decimal,
               overage_rate: Decimal) -> Decimal:
     """What these periods' usage would have cost under one plan's numbers."""
-    total = Decimal(0)
-    for usage in windows:
-        used = Decimal(repr(usage))
-        total += money(committed * committed_rate) + money(
-            max(Decimal(0), used - committed) * overage_rate)
-    return total
+    return sum((period_cost(committed=committed, used=gpu_hours(usage),
+                            committed_rate=committed_rate, overage_rate=overage_rate).total
+                for usage in windows), Decimal(0))
