@@ -1,4 +1,3 @@
-from datetime import timedelta
 
 from django.contrib import admin
 from django.utils import timezone
@@ -100,9 +99,7 @@ class ContractAdmin(admin.ModelAdmin):
         summary = self._summary(contract)
         if summary is None:
             return "-"
-        zone = contract.zone
-        first = summary.period.start.astimezone(zone).date()
-        last = (summary.period.end - timedelta(seconds=1)).astimezone(zone).date()
+        first, last = summary.period.local_dates(contract.zone)
         return f"{summary.period.index + 1}: {first} – {last}"
 
     @admin.display(description=_("used / committed GPU-h"))

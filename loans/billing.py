@@ -32,6 +32,11 @@ class Period:
     def contains(self, ts: datetime) -> bool:
         return self.start <= ts < self.end
 
+    def local_dates(self, tz: ZoneInfo) -> tuple[date, date]:
+        """The first and the last day of the period on the contract's calendar."""
+        return (self.start.astimezone(tz).date(),
+                (self.end - timedelta(microseconds=1)).astimezone(tz).date())
+
 
 def add_months(day: date, months: int) -> date:
     """The anniversary of `day` `months` later, clamped to the month's end (Jan 31 -> Feb 28)."""

@@ -82,9 +82,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 
 def period_label(period: Period, contract: Contract) -> str:
-    zone = contract.zone
-    first = period.start.astimezone(zone).date()
-    last = (period.end - timedelta(seconds=1)).astimezone(zone).date()
+    first, last = period.local_dates(contract.zone)
     return _("Period %(number)s: %(first)s – %(last)s") % {
         "number": period.index + 1, "first": first, "last": last}
 

@@ -180,3 +180,10 @@ def test_hours_between_lists_utc_hour_starts():
     start = datetime(2026, 1, 1, 10, 30, tzinfo=UTC)
     assert billing.hours_between(start, datetime(2026, 1, 1, 12, 0, tzinfo=UTC)) == [
         datetime(2026, 1, 1, 10, tzinfo=UTC), datetime(2026, 1, 1, 11, tzinfo=UTC)]
+
+
+def test_a_period_s_local_dates_are_its_first_and_last_day_on_the_contract_calendar():
+    zone = ZoneInfo("Asia/Shanghai")
+    first, second = billing.periods(date(2026, 1, 31), 2, zone)
+    assert first.local_dates(zone) == (date(2026, 1, 31), date(2026, 2, 27))
+    assert second.local_dates(zone) == (date(2026, 2, 28), date(2026, 3, 30))
