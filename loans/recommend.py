@@ -153,12 +153,8 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
 def forecast(hourly: list[float], period_hours: int) -> list[float]:
     """Next period's usage as the last period's plus each period-to-period change seen in
     the longest lookback (windows a day apart), damped; empty with under two changes."""
-    windows = period_windows(hourly, period_hours, LOOKBACKS[0]) or []
-    if not windows:
-        span = min(len(hourly), LOOKBACKS[0] * DAY_HOURS)
-        recent = hourly[-span:]
-        windows = [sum(recent[i:i + period_hours])
-                   for i in range(0, len(recent) - period_hours + 1, DAY_HOURS)]
+    days = min(LOOKBACKS[0], len(hourly) // DAY_HOURS)
+    windows = period_windows(hourly, period_hours, days) if days else []
     step = period_hours // DAY_HOURS
     changes = [b - a for a, b in zip(windows, windows[step:], strict=False)]
     if len(changes) < 2:
