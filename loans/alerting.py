@@ -92,8 +92,7 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
 def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]:
     """GPUs a tenant held for the whole last hour at under 5% utilisation, with their cost."""
     hour = floor_hour(now) - timedelta(hours=1)
-    rate = {c.tenant_id: c.terms().committed_rate for c in contracts}
-    currency = {c.tenant_id: c.terms().currency for c in contracts}
+    terms = {c.tenant_id: c.terms() for c in contracts}
     idle: dict[int, list[int]] = {}
     rows = GpuHour.objects.filter(hour=hour, tenant__isnull=False,
                                   allocated_gpu_s__gte=3600 * 0.999)
@@ -104,14 +103,16 @@ def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]
     labels = fleet.gpu_labels({g for gpus in idle.values() for g in gpus})
     out = []
     for tenant_id, gpus in idle.items():
-        cost = (len(gpus) * rate.get(tenant_id, Decimal(0))).quantize(Decimal("0.01"))
+        rate = terms[tenant_id].committed_rate if tenant_id in terms else Decimal(0)
+        cost = (len(gpus) * rate).quantize(Decimal("0.01"))
         names = sorted(labels.get(g, str(g)) for g in gpus)
         out.append(Condition(Kind.IDLE_GPUS, f"tenant:{tenant_id}:idle", tenant_id, _(
             "%(count)s GPUs were held for the last hour at under 5%% utilisation (%(gpus)s), "
             "costing %(money)s %(currency)s an hour.") % {
                 "count": len(gpus), "gpus": ", ".join(names[:10]) + (" …" if len(names) > 10
                                                                     else ""),
-                "money": _money(cost), "currency": currency.get(tenant_id, "")},
+                "money": _money(cost),
+                "currency": terms[tenant_id].currency if tenant_id in terms else ""},
             {"hour": hour.isoformat(), "gpus": names, "cost_per_hour": str(cost)}))
     return out
 

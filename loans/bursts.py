@@ -51,8 +51,9 @@ def guarantees(model: str) -> list[tuple[datetime, datetime, int]]:
 
 def guaranteed_gpus(model: str, start: datetime, end: datetime, terms=None) -> int:
     """Base quotas of the active contracts on this model that run in [start, end)."""
-    return sum(base for first, last, base in (terms or guarantees(model))
-               if first < end and last > start)
+    if terms is None:
+        terms = guarantees(model)
+    return sum(base for first, last, base in terms if first < end and last > start)
 
 
 def peak_granted(bursts, start: datetime, end: datetime) -> int:
@@ -84,13 +85,26 @@ class Fit:
         return self.within_cap and self.pool_room >= gpus
 
 
-def fit(request: BurstRequest) -> Fit:
+@dataclass(frozen=True)
+class Capacity:
+    """What a pool holds apart from bursts: it does not change while the pool is locked."""
+
+    physical: int
+    guarantees: list[tuple[datetime, datetime, int]]
+
+
+def capacity(model: str) -> Capacity:
+    return Capacity(physical_gpus(model), guarantees(model))
+
+
+def fit(request: BurstRequest, pool: Capacity | None = None) -> Fit:
     contract, start, end = request.contract, request.starts_at, request.ends_at
     terms = contract.terms()
     model = pool_of(contract)
+    pool = pool or capacity(model)
     others = granted_on(model, start, end, exclude=request.pk)
     own = peak_granted([b for b in others if b.contract_id == contract.pk], start, end)
-    room = (physical_gpus(model) - guaranteed_gpus(model, start, end)
+    room = (pool.physical - guaranteed_gpus(model, start, end, pool.guarantees)
             - peak_granted(others, start, end))
     return Fit(terms.base_quota_gpus + own + request.gpus <= terms.max_quota_gpus, room)
 
@@ -188,12 +202,13 @@ def process_queue(now: datetime) -> QueueRun:
             queue = BurstRequest.objects.filter(
                 state=State.QUEUED, contract__plan__gpu_model=model).select_related(
                 "contract__plan", "contract__tenant")
+            pool = capacity(model)
             for request in queue:
                 if request.ends_at <= now:
                     _move(request, State.EXPIRED, now, note=_("the window passed in the queue"))
                     expired += 1
                     continue
-                placed = fit(request)
+                placed = fit(request, pool)
                 if placed.fits(request.gpus):
                     _move(request, State.GRANTED, now, note=_("granted: GPUs came free"))
                     granted += 1
@@ -248,16 +263,16 @@ def effective_quota(contract: Contract, at: datetime) -> tuple[int, int]:
 
 def pool_series(model: str, start: datetime, end: datetime) -> dict:
     """The pool hour by hour: physical, guaranteed, granted bursts and free GPUs."""
-    physical = physical_gpus(model)
+    pool = capacity(model)
     bursts = granted_on(model, start, end)
     hours, hour = [], start.replace(minute=0, second=0, microsecond=0)
     while hour < end:
         hours.append(hour)
         hour += timedelta(hours=1)
-    terms = guarantees(model)
-    guaranteed = [guaranteed_gpus(model, h, h + timedelta(hours=1), terms) for h in hours]
+    guaranteed = [guaranteed_gpus(model, h, h + timedelta(hours=1), pool.guarantees)
+                  for h in hours]
     granted = [sum(b.gpus for b in bursts if b.starts_at < h + timedelta(hours=1)
                    and b.ends_at > h) for h in hours]
-    free = [max(0, physical - g - b) for g, b in zip(guaranteed, granted, strict=True)]
-    return {"hours": hours, "physical": physical, "guaranteed": guaranteed, "granted": granted,
+    free = [max(0, pool.physical - g - b) for g, b in zip(guaranteed, granted, strict=True)]
+    return {"hours": hours, "physical": pool.physical, "guaranteed": guaranteed, "granted": granted,
             "free": free}
