@@ -13,8 +13,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from metering import protocol
-from metering.ingest import ingest
+from metering import protocol, wire
+from metering.ingest import ingest, node_for_token
 from metering.models import Node
 
 
@@ -61,7 +61,7 @@ def samples(request: HttpRequest) -> HttpResponse:
     if declared.isdigit() and int(declared) > limit:
         return _refuse(413, too_big)
     try:
-        node = Node.objects.by_token(token)
+        node = node_for_token(token)
         if node is None:
             return _refuse(401, "unknown or revoked node token", WWW_Authenticate="Bearer")
         wait = _throttled(node)
@@ -70,7 +70,7 @@ def samples(request: HttpRequest) -> HttpResponse:
         body = request.read(limit + 1)
         if len(body) > limit:
             return _refuse(413, too_big)
-        envelope = protocol.parse(body)
+        envelope = wire.parse(body)
         if envelope.node != node.name:
             return _refuse(
                 403, f"this token belongs to node {node.name!r}, not {envelope.node[:63]!r}"

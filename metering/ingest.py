@@ -8,11 +8,11 @@ from itertools import repeat
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
+from django.db.models import Case, F, Value, When
 
-from metering import protocol, store_postgresql, store_sqlite
+from metering import protocol, store_postgresql, store_sqlite, wire
 from metering.attribution import Attributor, Rule
-from metering.models import AttributionRule, Gpu, Node
+from metering.models import AttributionRule, Gpu, Node, hash_token
 
 GPU_CACHE_SECONDS = 60
 
@@ -30,7 +30,7 @@ class Result:
 
 def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     oldest = now - timedelta(days=settings.RAW_RETENTION_DAYS)
-    batch, rejected, repeats = protocol.samples(envelope.samples, now, oldest)
+    batch, rejected, repeats = wire.samples(envelope, now, oldest)
     latest = {uuid: (index, model, memory) for uuid, index, model, memory in zip(
         batch.gpu_uuid, batch.gpu_index, batch.model, batch.mem_total_mib, strict=True)}
     gpu_ids = register_gpus(node, latest, now)
@@ -92,6 +92,33 @@ def forget_rules(**_signal) -> None:
     _rules[:] = [None, 0.0]
 
 
+NODE_CACHE_SECONDS = 5
+_nodes: dict[str, tuple[Node, float]] = {}  # token digest -> (node, cached at)
+
+
+def node_for_token(token: str) -> Node | None:
+    """The node holding this token (Node.objects.by_token), remembered for NODE_CACHE_SECONDS:
+    the lookup was a query per batch. A node saved or deleted in this process is forgotten at
+    once (forget_nodes, on signals), so a token revoked here is refused by the next request;
+    other worker processes refuse it within NODE_CACHE_SECONDS. Unknown tokens are not
+    remembered, so a new token works at once and guessing cannot fill the memory."""
+    digest = hash_token(token)
+    cached = _nodes.get(digest)
+    clock = time.monotonic()
+    if cached is not None and clock - cached[1] < NODE_CACHE_SECONDS:
+        return cached[0]
+    node = Node.objects.by_token(token)
+    if node is None:
+        _nodes.pop(digest, None)
+    else:
+        _nodes[digest] = (node, clock)
+    return node
+
+
+def forget_nodes(**_signal) -> None:
+    _nodes.clear()
+
+
 SEEN_EVERY = 10  # seconds: how stale "last seen" may be; the UPDATE is skipped in between
 _last_seen: dict[int, float] = {}
 
@@ -99,7 +126,9 @@ _last_seen: dict[int, float] = {}
 def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
     """Last seen, agent version and dropped samples: the batch transaction's last statement,
     so it costs no commit of its own and holds the node's row only at the very end. Skipped
-    while nothing changed and the stored time is less than SEEN_EVERY seconds old."""
+    while nothing changed and the stored time is less than SEEN_EVERY seconds old. The
+    dropped count is worked out from the stored row, not from `node` (which may come from a
+    cache that another worker's update has made stale)."""
     reported = envelope.dropped_samples
     clock = time.monotonic()
     if (reported == node.dropped_samples_reported
@@ -110,11 +139,13 @@ def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
     Node.objects.filter(pk=node.pk).update(
         last_seen_at=now,
         agent_version=envelope.agent_version,
-        dropped_samples=F("dropped_samples") + (
-            reported - node.dropped_samples_reported
-            if reported >= node.dropped_samples_reported else reported),
+        dropped_samples=F("dropped_samples") + Case(
+            When(dropped_samples_reported__lte=reported,
+                 then=Value(reported) - F("dropped_samples_reported")),
+            default=Value(reported)),
         dropped_samples_reported=reported,
     )
+    node.agent_version, node.dropped_samples_reported = envelope.agent_version, reported
     _last_seen[node.pk] = clock
 
 
@@ -169,3 +200,4 @@ def forget_gpus() -> None:
     _gpus.clear()
     _last_seen.clear()
     forget_rules()
+    forget_nodes()

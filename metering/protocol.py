@@ -16,6 +16,8 @@ MAX_UUID = 96
 MAX_TEXT = 253
 OWNER_KEYS = frozenset(("namespace", "pod", "container", "user", "account", "job"))
 FUTURE_SLACK = timedelta(minutes=5)
+# Owner values may be numbers (job ids, uids); within 64 bits, so they read back as text.
+OWNER_INT_MIN, OWNER_INT_MAX = -(2**63), 2**63 - 1
 INT32 = 2**31 - 1
 
 
@@ -55,10 +57,21 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
+    """A batch's envelope. `samples` are the raw JSON objects, or, when `typed` (metering.wire
+    decoded the whole batch), checked structs, with `body` kept for the careful path."""
+
     node: str
     agent_version: str
     dropped_samples: int
     samples: list
+    typed: bool = False
+    body: bytes = b""
+
+
+def is_text(value: str) -> bool:
+    """Printable: no control characters, no NUL (which PostgreSQL cannot store) and no lone
+    surrogates (which are not UTF-8)."""
+    return value.isprintable()
 
 
 def _reject_constant(name: str):
@@ -82,8 +95,9 @@ def parse(body: bytes) -> Envelope:
     if not isinstance(node, str) or not node:
         raise ProtocolError(400, "node must be the node's name (a non-empty string)")
     version = data.get("agent_version", "")
-    if not isinstance(version, str) or len(version) > 64:
-        raise ProtocolError(400, "agent_version must be a string of at most 64 characters")
+    if not isinstance(version, str) or len(version) > 64 or not is_text(version):
+        raise ProtocolError(
+            400, "agent_version must be a string of at most 64 printable characters")
     dropped = data.get("dropped_samples", 0)
     if type(dropped) is not int or not 0 <= dropped <= 2**53:
         raise ProtocolError(400, "dropped_samples must be a non-negative integer")
@@ -136,35 +150,35 @@ def _text(raw: dict, key: str, limit: int) -> str | None:
         raise Invalid(f"{key} must be a string")
     if len(value) > limit:
         raise Invalid(f"{key} is longer than {limit} characters")
+    if not is_text(value):
+        raise Invalid(f"{key} must be printable text")
     return value
 
 
-def _owner(raw: dict) -> dict[str, str] | None:
-    owner = raw.get("owner")
-    if owner is None:
-        return None
-    if type(owner) is not dict:
+def owner(value: object) -> dict[str, str] | None:
+    """The owner as stored: known keys only, numbers as text, empty values left out."""
+    if type(value) is not dict:
         raise Invalid("owner must be an object")
     clean = {}
-    for key, value in owner.items():
-        if key not in OWNER_KEYS or value is None:
+    for key, item in value.items():
+        if key not in OWNER_KEYS or item is None:
             continue  # unknown keys are for newer servers; ignore them
-        if type(value) is int:
-            value = str(value)  # Slurm job ids and uids arrive as numbers too
-        if type(value) is not str or len(value) > MAX_TEXT:
-            raise Invalid(f"owner.{key} must be a string of at most {MAX_TEXT} characters")
-        if value:
-            clean[key] = value
+        if type(item) is int and OWNER_INT_MIN <= item <= OWNER_INT_MAX:
+            item = str(item)  # Slurm job ids and uids arrive as numbers too
+        if type(item) is not str or len(item) > MAX_TEXT or not is_text(item):
+            raise Invalid(
+                f"owner.{key} must be a string of at most {MAX_TEXT} printable characters")
+        if item:
+            clean[key] = item
     return clean or None
 
 
 RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})"
+    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
 )
 
 
-def _timestamp(raw: dict, now: datetime, oldest: datetime) -> datetime:
-    value = raw.get("ts")
+def timestamp(value: object, now: datetime, oldest: datetime) -> datetime:
     if not isinstance(value, str):
         raise Invalid("ts is required: an RFC 3339 time such as 2026-11-29T10:00:00Z")
     if not RFC3339.fullmatch(value):
@@ -198,7 +212,7 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
     text = get("ts")
     ts = times.get(text) if times is not None and type(text) is str else None
     if ts is None:
-        ts = _timestamp(raw, now, oldest)
+        ts = timestamp(text, now, oldest)
         if times is not None:
             times[text] = ts
     interval = get("interval_s")
@@ -221,7 +235,8 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
     if power is not None and (type(power) is not float or not 0.0 <= power <= 100_000.0):
         power = _number(raw, "power_w", 0.0, 100_000.0)
     model = get("model")
-    if model is not None and (type(model) is not str or len(model) > 128):
+    if model is not None and (type(model) is not str or len(model) > 128
+                              or not model.isprintable()):
         model = _text(raw, "model", 128)
     memory = get("mem_used_mib")
     if memory is not None and (type(memory) is not int or not 0 <= memory <= INT32):
@@ -249,7 +264,7 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
         temp_c=temp,
         gpu_index=gpu_index,
         model=model,
-        owner=_owner(raw) if get("owner") is not None else None,
+        owner=None if get("owner") is None else owner(get("owner")),
     )
 
 
@@ -290,11 +305,7 @@ class Columns:
 
 def samples(raw: list, now: datetime, oldest: datetime) -> tuple[Columns, list[dict], int]:
     """Valid samples as columns, rejections ({"index", "error"}) and the count of in-batch
-    repeats. A batch in which every sample is plainly valid takes the column-wise fast path;
-    any doubt sends the whole batch through the per-sample checks, which name each reason."""
-    fast = _all_valid(raw, now, oldest)
-    if fast is not None:
-        return fast, [], 0
+    repeats, each sample checked on its own (metering.wire tries a faster path first)."""
     valid, rejected, repeats = _one_by_one(raw, now, oldest)
     return Columns.of(valid), rejected, repeats
 
@@ -325,108 +336,3 @@ def _one_by_one(raw: list, now: datetime, oldest: datetime) -> tuple[list[Sample
                 f"conflict: sample {first.index} has the same gpu_uuid and ts "
                 "with different values")})
     return valid, rejected, repeats
-
-
-NUMBERS = frozenset((int, float))
-
-
-def _numbers(values: list, low: float, high: float, *, optional: bool,
-             low_open: bool = False) -> list | None:
-    """The column as floats if every value is a number in range (None allowed if optional)."""
-    present = [v for v in values if v is not None] if optional else values
-    if not present:
-        return values
-    if not set(map(type, present)) <= NUMBERS:
-        return None
-    smallest, largest = min(present), max(present)
-    if smallest < low or largest > high or (low_open and smallest == low):
-        return None
-    if int in set(map(type, present)):
-        return [None if v is None else float(v) for v in values]
-    return values
-
-
-def _integers(values: list, low: int, high: int) -> bool:
-    present = [v for v in values if v is not None]
-    return not present or (set(map(type, present)) == {int}
-                           and low <= min(present) and max(present) <= high)
-
-
-def _all_valid(raw: list, now: datetime, oldest: datetime) -> Columns | None:
-    """Columns of the batch if every sample is valid and unique, else None. Every check here
-    is one the per-sample path makes too; only the order and the speed differ."""
-    if not raw or not all(type(item) is dict for item in raw):
-        return None
-    column = {name: [item.get(name) for item in raw] for name in FIELDS[1:]}
-    column["fraction"] = [1.0 if v is None else v for v in column["fraction"]]
-    uuids = column["gpu_uuid"]
-    if set(map(type, uuids)) != {str}:
-        return None
-    distinct = set(uuids)
-    if not all(type(u) is str and u and len(u) <= MAX_UUID and u.isprintable()
-               and u == u.strip() for u in distinct):
-        return None
-    texts = column["ts"]
-    if set(map(type, texts)) != {str}:
-        return None
-    times = {}
-    for text in set(texts):
-        if not RFC3339.fullmatch(text):
-            return None
-        try:
-            moment = datetime.fromisoformat(text.upper())
-        except ValueError:
-            return None
-        if not oldest <= moment <= now + FUTURE_SLACK:
-            return None
-        times[text] = moment
-    stamps = [times[text] for text in texts]
-    if len(set(zip(uuids, stamps, strict=True))) != len(raw):
-        return None  # repeats inside the batch: the careful path sorts them out
-    if not (_integers(column["interval_s"], 1, 3600) and None not in column["interval_s"]):
-        return None
-    if set(map(type, column["allocated"])) != {bool}:
-        return None
-    fraction = _numbers(column["fraction"], 0.0, 1.0, optional=False, low_open=True)
-    util = _numbers(column["util_pct"], 0.0, 100.0, optional=True)
-    power = _numbers(column["power_w"], 0.0, 100_000.0, optional=True)
-    if fraction is None or util is None or power is None:
-        return None
-    if not (_integers(column["mem_used_mib"], 0, INT32)
-            and _integers(column["mem_total_mib"], 0, INT32)
-            and _integers(column["temp_c"], -100, 250)
-            and _integers(column["gpu_index"], 0, 32767)):
-        return None
-    if not all(m is None or (type(m) is str and len(m) <= 128) for m in column["model"]):
-        return None
-    owners = _owners(column["owner"])
-    if owners is None:
-        return None
-    return Columns(list(range(len(raw))), uuids, stamps, column["interval_s"],
-                   column["allocated"], fraction, util, column["mem_used_mib"],
-                   column["mem_total_mib"], power, column["temp_c"], column["gpu_index"],
-                   column["model"], owners)
-
-
-def _owners(values: list) -> list | None:
-    """Owners normalised as _owner does; equal owners share one dict (cheap to encode)."""
-    known: dict = {}
-    out = []
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        if type(value) is not dict:
-            return None
-        try:
-            key = tuple(value.items())
-            clean = known.get(key, known)
-        except TypeError:  # an unhashable value: let the careful path name it
-            return None
-        if clean is known:
-            try:
-                clean = known[key] = _owner({"owner": value})
-            except Invalid:
-                return None
-        out.append(clean)
-    return out

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import orjson
 import psycopg
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from psycopg.types.json import set_json_dumps
 
 from metering import partitions
@@ -120,20 +120,31 @@ def _staging(cursor) -> None:
 def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]]:
     """Store the rows; returns how many were new and the batch indexes of conflicts.
     `finish` runs last inside the batch's transaction."""
-    partitions.ensure_partitions({row[2].astimezone(UTC).date() for row in rows})
+    partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in {row[2] for row in rows}})
     rows = sorted(rows, key=lambda row: (row[1], row[2]))
+    try:
+        return _write(rows, finish, staged=False)
+    except IntegrityError as error:
+        if not isinstance(error.__cause__, psycopg.errors.UniqueViolation):
+            raise
+    # A stored key (a retry): the direct COPY and all of its transaction were rolled back
+    # (cheaper in the common case than a savepoint around every COPY); go through staging.
     with connection.cursor() as cursor:
         _staging(cursor.cursor)
+    return _write(rows, finish, staged=True)
+
+
+def _write(rows: list[tuple], finish: Callable[[], None], *, staged: bool
+           ) -> tuple[int, list[int]]:
     # The raw psycopg cursor bypasses Django's error translation; restore it, so that a lost
     # connection or a deadlock reaches the view as django.db.OperationalError (a 503).
     with transaction.atomic(), connection.cursor() as cursor, connection.wrap_database_errors:
         raw = cursor.cursor
-        try:
-            with transaction.atomic():
-                _copy_rows(raw, DIRECT, rows, with_index=False)
-            new, conflicts = rows, []
-        except psycopg.errors.UniqueViolation:
+        if staged:
             new, conflicts = _through_staging(raw, rows)
+        else:
+            _copy_rows(raw, DIRECT, rows, with_index=False)
+            new, conflicts = rows, []
         if new:
             _add_sums(raw, *batch_sums(new))
         finish()

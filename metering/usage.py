@@ -81,26 +81,37 @@ Sample = tuple[int, datetime, int | None, int, bool, float, float | None]
 def tally(samples: Iterable[Sample]) -> tuple[dict, dict, dict]:
     """Sums of raw samples `(gpu_id, ts, tenant_id, interval_s, allocated, fraction, util)`:
     per (tenant, hour) and per (GPU, tenant, hour), and the GPUs each tenant held at each
-    instant. Tenant peaks are left at 0: they depend on instants other batches may share."""
-    by_tenant: dict = defaultdict(_Sums)
-    by_gpu: dict = defaultdict(_Sums)
+    instant. Tenant peaks are left at 0: they depend on instants other batches may share.
+
+    The ingestion hot path runs this on every batch: each sample is added once, to its GPU's
+    hour, and the tenants' hours are the sums of their GPUs' hours."""
+    by_gpu: dict = {}
     at_instant: dict = defaultdict(float)
     hours: dict[datetime, datetime] = {}  # a batch has few distinct timestamps
     for gpu_id, ts, tenant_id, interval_s, allocated, fraction, util in samples:
         hour = hours.get(ts)
         if hour is None:
             hour = hours[ts] = floor_hour(ts)
-        allocated_s = interval_s * fraction if allocated else 0.0
-        busy_s = allocated_s * (util or 0.0) / 100
-        for sums in (by_tenant[(tenant_id, hour)], by_gpu[(gpu_id, tenant_id, hour)]):
-            sums.allocated_gpu_s += allocated_s
-            sums.busy_gpu_s += busy_s
-            sums.sample_count += 1
-            sums.reported_s += interval_s
+        sums = by_gpu.get((gpu_id, tenant_id, hour))
+        if sums is None:
+            sums = by_gpu[(gpu_id, tenant_id, hour)] = _Sums()
+        sums.sample_count += 1
+        sums.reported_s += interval_s
         if allocated:
+            allocated_s = interval_s * fraction
+            sums.allocated_gpu_s += allocated_s
+            if util:
+                sums.busy_gpu_s += allocated_s * util / 100
+            if fraction > sums.peak_gpus:
+                sums.peak_gpus = fraction
             at_instant[(tenant_id, ts)] += fraction
-            gpu_sums = by_gpu[(gpu_id, tenant_id, hour)]
-            gpu_sums.peak_gpus = max(gpu_sums.peak_gpus, fraction)
+    by_tenant: dict = defaultdict(_Sums)
+    for (_gpu_id, tenant_id, hour), sums in by_gpu.items():
+        total = by_tenant[(tenant_id, hour)]
+        total.allocated_gpu_s += sums.allocated_gpu_s
+        total.busy_gpu_s += sums.busy_gpu_s
+        total.sample_count += sums.sample_count
+        total.reported_s += sums.reported_s
     return by_tenant, by_gpu, at_instant
 
 

@@ -113,6 +113,13 @@ REJECTIONS = [
     ({"model": 7}, "model must be a string"),
     ({"owner": "alice"}, "owner must be an object"),
     ({"owner": {"user": ["alice"]}}, "owner.user must be a string"),
+    # Text PostgreSQL cannot store, or that is not UTF-8, is refused by name, not a 500.
+    ({"gpu_uuid": "GPU-\ud800"}, "gpu_uuid must be at most 96 printable characters"),
+    ({"model": "H100 \ud800"}, "model must be printable text"),
+    ({"model": "H100\x00"}, "model must be printable text"),
+    ({"owner": {"pod": "train\x000"}}, "owner.pod must be a string of at most 253 printable"),
+    ({"owner": {"job": 10**30}}, "owner.job must be a string"),
+    ({"ts": "\u0662\u0660\u0662\u0666-11-29T10:00:00Z"}, "is not an RFC 3339 time"),
 ]
 
 
@@ -222,6 +229,8 @@ def test_a_number_too_large_for_64_bits_rejects_only_its_sample(client, token):
     (b'{"node": "gpu-node-01", "samples": {}}', "samples must be a list"),
     (b'{"node": "gpu-node-01", "samples": [], "dropped_samples": -1}', "dropped_samples"),
     (b'{"node": "gpu-node-01", "samples": [], "agent_version": 1}', "agent_version"),
+    (b'{"node": "gpu-node-01", "samples": [], "agent_version": "0.1\\u0000"}', "agent_version"),
+    (b'{"node": "gpu-node-01", "samples": [], "agent_version": "\\ud800"}', "agent_version"),
     (b'{"node": "gpu-node-01", "samples": [{"util_pct": NaN}]}', "body is not valid JSON"),
     (b"[" * 100_000 + b"]" * 100_000, "body is not valid JSON"),
 ])

@@ -1,0 +1,133 @@
+"""A batch as it comes off the wire (agent protocol v1): a fast path, then a careful one.
+
+The fast path: msgspec decodes the body straight into typed structs in one pass of C, checking
+every type and range that the per-sample checks in metering.protocol make; what is left
+(timestamps, repeats inside the batch, printable text) is checked here on the distinct values,
+which are few. Any doubt at all sends the batch down the careful path (metering.protocol),
+which names each rejected sample and its reason; so the fast path may give up on more than the
+careful one refuses, and never accepts more.
+"""
+
+from datetime import datetime
+from typing import Annotated
+
+import msgspec
+
+from metering import protocol
+from metering.protocol import INT32, MAX_TEXT, MAX_UUID, Columns
+
+Meta = msgspec.Meta
+Text = Annotated[str, Meta(max_length=MAX_TEXT)]
+Id = Annotated[int, Meta(ge=protocol.OWNER_INT_MIN, le=protocol.OWNER_INT_MAX)]
+
+
+class Owner(msgspec.Struct, frozen=True):
+    """Unknown keys are ignored (msgspec's default), as the careful path ignores them."""
+
+    namespace: Text | Id | None = None
+    pod: Text | Id | None = None
+    container: Text | Id | None = None
+    user: Text | Id | None = None
+    account: Text | Id | None = None
+    job: Text | Id | None = None
+
+
+class Sample(msgspec.Struct):
+    gpu_uuid: Annotated[str, Meta(min_length=1, max_length=MAX_UUID)]
+    ts: str
+    interval_s: Annotated[int, Meta(ge=1, le=3600)]
+    allocated: bool
+    fraction: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
+    util_pct: Annotated[float, Meta(ge=0.0, le=100.0)] | None = None
+    mem_used_mib: Annotated[int, Meta(ge=0, le=INT32)] | None = None
+    mem_total_mib: Annotated[int, Meta(ge=0, le=INT32)] | None = None
+    power_w: Annotated[float, Meta(ge=0.0, le=100_000.0)] | None = None
+    temp_c: Annotated[int, Meta(ge=-100, le=250)] | None = None
+    gpu_index: Annotated[int, Meta(ge=0, le=32767)] | None = None
+    model: Annotated[str, Meta(max_length=128)] | None = None
+    owner: Owner | None = None
+
+
+class Batch(msgspec.Struct):
+    node: Annotated[str, Meta(min_length=1)]
+    samples: list[Sample]
+    agent_version: Annotated[str, Meta(max_length=64)] = ""
+    dropped_samples: Annotated[int, Meta(ge=0, le=2**53)] = 0
+
+
+_decoder = msgspec.json.Decoder(Batch)
+
+
+def parse(body: bytes) -> protocol.Envelope:
+    """The batch's envelope, or ProtocolError saying what is wrong with it."""
+    try:
+        batch = _decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return protocol.parse(body)
+    if not protocol.is_text(batch.agent_version):
+        return protocol.parse(body)
+    return protocol.Envelope(batch.node, batch.agent_version, batch.dropped_samples,
+                             batch.samples, typed=True, body=body)
+
+
+def samples(envelope: protocol.Envelope, now: datetime, oldest: datetime
+            ) -> tuple[Columns, list[dict], int]:
+    """Valid samples as columns, rejections ({"index", "error"}) and the count of repeats
+    inside the batch (protocol.samples)."""
+    if envelope.typed:
+        fast = _columns(envelope.samples, now, oldest)
+        if fast is not None:
+            return fast, [], 0
+        return protocol.samples(protocol.parse(envelope.body).samples, now, oldest)
+    return protocol.samples(envelope.samples, now, oldest)
+
+
+def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns | None:
+    """The samples as columns if every one is valid and the batch repeats no key, else None."""
+    if not samples:
+        return None
+    uuids = [s.gpu_uuid for s in samples]
+    if not all(u.isprintable() and u == u.strip() for u in set(uuids)):
+        return None
+    texts = [s.ts for s in samples]
+    times = {}
+    for text in set(texts):
+        try:
+            times[text] = protocol.timestamp(text, now, oldest)
+        except protocol.Invalid:
+            return None
+    stamps = [times[text] for text in texts]
+    if len(set(zip(uuids, stamps, strict=True))) != len(samples):
+        return None  # repeats inside the batch: the careful path sorts them out
+    models = [s.model for s in samples]
+    if not all(m is None or protocol.is_text(m) for m in set(models)):
+        return None
+    owners = _owners([s.owner for s in samples])
+    if owners is None:
+        return None
+    return Columns(
+        list(range(len(samples))), uuids, stamps, [s.interval_s for s in samples],
+        [s.allocated for s in samples], [s.fraction for s in samples],
+        [s.util_pct for s in samples], [s.mem_used_mib for s in samples],
+        [s.mem_total_mib for s in samples], [s.power_w for s in samples],
+        [s.temp_c for s in samples], [s.gpu_index for s in samples], models, owners,
+    )
+
+
+def _owners(values: list[Owner | None]) -> list[dict | None] | None:
+    """Owners as the careful path leaves them; equal owners share one dict (cheap to encode
+    and to attribute)."""
+    known: dict[Owner, dict | None] = {}
+    out = []
+    for value in values:
+        if value is None:
+            out.append(None)
+            continue
+        clean = known.get(value, known)
+        if clean is known:
+            try:
+                clean = known[value] = protocol.owner(msgspec.structs.asdict(value))
+            except protocol.Invalid:
+                return None
+        out.append(clean)
+    return out
