@@ -62,8 +62,8 @@ def parse(body: bytes) -> protocol.Envelope:
     """The batch's envelope, or ProtocolError saying what is wrong with it."""
     try:
         batch = _decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return protocol.parse(body)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return protocol.parse(body)  # it names what is wrong
     if not protocol.is_text(batch.agent_version):
         return protocol.parse(body)
     return protocol.Envelope(batch.node, batch.agent_version, batch.dropped_samples,

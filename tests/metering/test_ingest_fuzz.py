@@ -1,21 +1,30 @@
 """Hostile and random input at POST /api/v1/samples: always a precise 4xx or a 202 whose
-counts match what was stored; never a server error."""
+counts match what was stored; never a server error. And the fast path of metering.wire never
+accepts what the careful path of metering.protocol would refuse."""
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
+import pytest
 from django.test import Client
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from metering import protocol, wire
 from metering.models import Node, UsageSample
 from tests.helpers import assert_rollups_equal_a_recount
 
 URL = "/api/v1/samples"
+# Text a database or an encoder may choke on: control characters, NUL, lone surrogates.
+hostile_text = st.one_of(
+    st.text(max_size=30),
+    st.text(st.characters(categories=["Cs", "Cc", "Cf", "Zs", "Lo", "Nd"]), max_size=8),
+    st.sampled_from(["\x00", "\ud800", "a\udfffb", "\u202e", " ", "\t"]),
+)
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=30),
+    st.floats(allow_nan=False, allow_infinity=False), hostile_text,
 )
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                       | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
@@ -38,7 +47,7 @@ def sample(draw):
         bent = {"gpu_uuid": ["", " x", "é" * 97], "ts": ["2026-13-01T00:00:00Z", "now"],
                 "interval_s": [0, 3601, "60", True], "allocated": [1, None],
                 "fraction": [0, 2, None], "util_pct": [-1, 101, "x"],
-                "owner": ["x", {"user": [1]}]}
+                "owner": ["x", {"user": [1]}, {"pod": "\x00"}, {"job": 2**64}]}
         for key in draw(st.lists(st.sampled_from(sorted(good)), min_size=1, max_size=2)):
             good[key] = draw(st.one_of(st.sampled_from(bent[key]), values))
     return good
@@ -72,3 +81,80 @@ def test_random_bodies_get_a_4xx_or_a_202_never_a_500(db, body):
                              HTTP_AUTHORIZATION=f"Bearer {token}")
     assert response.status_code in (202, 400, 403), response.content
     assert "error" in response.json() or "accepted" in response.json()
+
+
+# JSON that Python's encoder will not write: literals and sizes only a hostile client sends.
+RAW_BODIES = [
+    b'{"node": "gpu-node-01", "samples": [{"util_pct": Infinity}]}',
+    b'{"node": "gpu-node-01", "samples": [{"util_pct": -Infinity}]}',
+    b'{"node": "gpu-node-01", "samples": [{"fraction": 1e999}]}',
+    b'{"node": "gpu-node-01", "samples": [{"temp_c": ' + b"9" * 5000 + b"}]}",
+    b'{"node": "gpu-node-01", "samples": [' + b'{"a": [' * 5000 + b"]}" * 5000 + b"]}",
+    b'{"node": "gpu-node-01", "samples": [{"model": "\\ud800\\udc00\\ud800"}]}',
+    b'{"node": "gpu-node-01\\u0000", "samples": []}',
+    b'{"node": "gpu-node-01", "samples": [], "dropped_samples": 1e400}',
+    b"\xff\xfe{}",
+    b"",
+]
+
+
+@pytest.mark.parametrize("body", RAW_BODIES, ids=range(len(RAW_BODIES)))
+def test_hostile_literals_get_a_precise_4xx_or_a_202(db, body):
+    node, _ = Node.objects.get_or_create(name="gpu-node-01")
+    response = Client().post(URL, body, content_type="application/json",
+                             HTTP_AUTHORIZATION=f"Bearer {node.issue_token()}")
+    assert response.status_code in (202, 400, 403), response.content
+    answer = response.json()
+    if response.status_code == 202:
+        assert answer["accepted"] == 0 and answer["rejected"], answer
+    else:
+        assert answer["error"]
+    assert not UsageSample.objects.exists()
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_parsed(db, settings):
+    settings.INGEST_MAX_BODY_BYTES = 4096
+    node, _ = Node.objects.get_or_create(name="gpu-node-01")
+    body = json.dumps({"node": "gpu-node-01", "samples": [{"pad": "x" * 5000}]}).encode()
+    response = Client().post(URL, body, content_type="application/json",
+                             HTTP_AUTHORIZATION=f"Bearer {node.issue_token()}")
+    assert response.status_code == 413 and "4096 bytes" in response.json()["error"]
+
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+@st.composite
+def near_valid(draw):
+    """A sample that is valid, or valid but for one value drawn from a hostile set."""
+    good = {
+        "gpu_uuid": draw(st.sampled_from(["GPU-a", "GPU-b", "MIG-c/1"])),
+        "ts": (NOW - timedelta(minutes=draw(st.integers(0, 3)))).isoformat(),
+        "interval_s": draw(st.sampled_from([60, 1, 3600])),
+        "allocated": draw(st.booleans()),
+        "fraction": draw(st.sampled_from([1.0, 0.25, 1])),
+        "util_pct": draw(st.one_of(st.none(), st.floats(0, 100), st.integers(0, 100))),
+        "model": draw(st.sampled_from(["NVIDIA H100 80GB HBM3", None])),
+        "owner": draw(st.sampled_from([{"namespace": "vision"}, None, {"job": 7},
+                                       {"namespace": "vision", "extra": [1]}])),
+    }
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(sorted(good) + ["temp_c", "gpu_index", "mem_used_mib"]))
+        good[key] = draw(scalars)
+    return good
+
+
+@settings(max_examples=300, deadline=None)
+@given(batch=st.lists(near_valid(), min_size=1, max_size=6))
+def test_the_fast_path_accepts_exactly_what_the_careful_path_accepts(batch):
+    body = json.dumps({"node": "n", "samples": batch}).encode()
+    oldest = NOW - timedelta(days=35)
+    careful = protocol.samples(protocol.parse(body).samples, NOW, oldest)
+    envelope = wire.parse(body)
+    fast = wire._columns(envelope.samples, NOW, oldest) if envelope.typed else None
+    if fast is not None:
+        columns, rejected, repeats = careful
+        assert rejected == [] and repeats == 0
+        for name in protocol.FIELDS:
+            assert getattr(fast, name) == getattr(columns, name), name
+    assert wire.samples(envelope, NOW, oldest) == careful
