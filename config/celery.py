@@ -5,10 +5,12 @@ The beat schedule lives here, in one place, as the jobs arrive.
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+from config import metrics  # noqa: E402  (after the settings module is named)
 
 app = Celery("gpuloans")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -21,3 +23,18 @@ app.conf.beat_schedule = {
     "grant-bursts": {"task": "loans.tasks.grant_bursts", "schedule": 60.0},
     "recommend": {"task": "loans.tasks.recommend", "schedule": crontab(minute=37, hour=2)},
 }
+
+
+@signals.task_success.connect
+def _succeeded(sender=None, **_kwargs) -> None:
+    metrics.job_runs.labels(sender.name, "success").inc()
+
+
+@signals.task_failure.connect
+def _failed(sender=None, **_kwargs) -> None:
+    metrics.job_runs.labels(sender.name, "failure").inc()
+
+
+@signals.task_retry.connect
+def _retried(sender=None, **_kwargs) -> None:
+    metrics.job_runs.labels(sender.name, "retry").inc()

@@ -12,9 +12,12 @@ import uuid
 
 from django.http import HttpRequest, HttpResponse
 
+from config import metrics
+
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 SANE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 log = logging.getLogger("gpuloans.request")
+METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
 
 
 class RequestIdFilter(logging.Filter):
@@ -53,11 +56,16 @@ class RequestIdMiddleware:
         try:
             response = self.get_response(request)
             response["X-Request-ID"] = rid
+            seconds = time.perf_counter() - started
             # The query string stays out: it may carry what a user typed.
             log.info("%s %s %s", request.method, request.path, response.status_code, extra={
                 "method": request.method, "path": request.path,
-                "status": response.status_code,
-                "duration_ms": round((time.perf_counter() - started) * 1000, 1)})
+                "status": response.status_code, "duration_ms": round(seconds * 1000, 1)})
+            # By route, not path: a path may hold any id, and a scanner any number of paths.
+            match = request.resolver_match
+            metrics.count_request(request.method if request.method in METHODS else "other",
+                                  match.route if match else "unmatched",
+                                  response.status_code, seconds)
             return response
         finally:
             request_id.reset(token)

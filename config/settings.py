@@ -5,6 +5,7 @@ that a fresh checkout runs; production points DATABASE_URL and CELERY_BROKER_URL
 Redis. A malformed value stops the process at start-up with a message naming the variable.
 """
 
+import ipaddress
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -252,6 +253,17 @@ RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 INGEST_MAX_SAMPLES = env_int("INGEST_MAX_SAMPLES", 5000, minimum=1)
 INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per node; 0: no limit
+
+# Prometheus at /metrics (config/metrics.py): a scraper sends METRICS_TOKEN as a bearer token or
+# scrapes from one of METRICS_ALLOWED_NETWORKS (loopback unless set; "" allows none).
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+try:
+    METRICS_ALLOWED_NETWORKS = [
+        ipaddress.ip_network(item)
+        for item in env_list("METRICS_ALLOWED_NETWORKS", ["127.0.0.1/32", "::1/128"])]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"METRICS_ALLOWED_NETWORKS: {exc}") from None
+METRICS_COMMITMENT_SECONDS = env_int("METRICS_COMMITMENT_SECONDS", 60)
 
 # Alerts: projected overage or unused commitment beyond these shares of the commitment; a node
 # silent for three agent intervals; operators' addresses for alerts no tenant owns.

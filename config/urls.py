@@ -5,6 +5,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
+from config import metrics
 from config.auth import LoginForm
 from loans import api, api_bursts, views, views_bursts, views_buy
 from metering import api as metering_api
@@ -20,6 +21,7 @@ router.register("bursts", api_bursts.BurstViewSet, basename="burst")
 urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics.view, name="metrics"),
     path("api/v1/samples", metering_api.samples, name="api-samples"),
     path("api/v1/tenants/<slug:slug>/usage", api.TenantUsage.as_view(), name="api-tenant-usage"),
     path("api/v1/tenants/<slug:slug>/buy-vs-loan", views_buy.BuyVsLoan.as_view(),

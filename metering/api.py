@@ -13,8 +13,9 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
+from config import metrics
 from metering import protocol, wire
-from metering.ingest import ingest, node_for_token
+from metering.ingest import Result, ingest, node_for_token
 from metering.models import Node
 
 
@@ -49,6 +50,17 @@ def _token(request: HttpRequest) -> str | None:
 
 @csrf_exempt
 def samples(request: HttpRequest) -> HttpResponse:
+    started = time.perf_counter()
+    answer = _take(request)
+    if isinstance(answer, HttpResponse):  # refused
+        metrics.count_batch(answer.status_code, time.perf_counter() - started)
+        return answer
+    metrics.count_batch(202, time.perf_counter() - started, answer)
+    return _answer(202, answer.as_dict())
+
+
+def _take(request: HttpRequest) -> HttpResponse | Result:
+    """What was stored of the batch, or the refusal."""
     if request.method != "POST":
         return _refuse(405, "use POST", Allow="POST")
     token = _token(request)
@@ -85,4 +97,4 @@ def samples(request: HttpRequest) -> HttpResponse:
         # Unreachable, restarting, or a deadlock victim: nothing of the batch was stored.
         return _refuse(503, "database busy or unavailable; keep the batch and retry",
                        Retry_After="5")
-    return _answer(202, result.as_dict())
+    return result
