@@ -202,7 +202,7 @@ STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
     "config.static.PlotlyFinder",
 ]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
 # Serve app assets (admin, API docs) straight from their packages too, so nothing depends on
 # a collectstatic having run; collected files still win where they exist.
 WHITENOISE_USE_FINDERS = True
