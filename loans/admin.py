@@ -11,6 +11,7 @@ from loans.models import (
     BurstRequest,
     Contract,
     Membership,
+    PendingTask,
     Plan,
     Recommendation,
     Statement,
@@ -238,3 +239,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def response_add(self, request, obj, post_url_continue=None):
         return show_tokens(self, request, [(obj, obj._token)], "admin/loans/apitoken/tokens.html")
+
+
+@admin.register(PendingTask)
+class PendingTaskAdmin(ReadOnlyAdmin):
+    """Jobs that waited for a broker that was down; flush_outbox queues them every minute."""
+
+    list_display = ["task", "created_at", "attempts", "last_error"]

@@ -1,17 +1,22 @@
 """Telling people about alerts and burst requests: e-mail to the tenant's addresses (the
 operators' for events no tenant owns) and a JSON POST to the tenant's webhook. Both are Celery
 tasks, queued after the event commits and retried with backoff, so a mail server or receiver
-that is down delays a notification and loses none."""
+that is down delays a notification and loses none. A broker that is down does not fail the
+request either: the job waits in the database (PendingTask) until flush_outbox queues it."""
 
 import json
+import logging
 import urllib.error
 import urllib.request
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerError
 
-from loans.models import Alert
+from loans.models import Alert, PendingTask
+
+log = logging.getLogger(__name__)
 
 
 class DeliveryError(Exception):
@@ -38,10 +43,39 @@ def notify_later(tenant, subject: str, text: str, body: dict) -> None:
 
     recipients = tenant.alert_recipients() if tenant else list(settings.ALERT_EMAILS)
     if recipients:
-        transaction.on_commit(lambda: send_email.delay(recipients, subject, text))
+        transaction.on_commit(lambda: enqueue(send_email, recipients, subject, text))
     if tenant and tenant.webhook_url:
         url = tenant.webhook_url
-        transaction.on_commit(lambda: deliver_webhook.delay(url, body))
+        transaction.on_commit(lambda: enqueue(deliver_webhook, url, body))
+
+
+def enqueue(task, *args) -> bool:
+    """Queue the job, or keep it in the outbox when the broker cannot take it now."""
+    try:
+        task.apply_async(args, retry=False)
+    except (BrokerError, OSError) as error:
+        log.warning("broker unavailable, %s waits in the outbox: %s", task.name, error)
+        PendingTask.objects.create(task=task.name, args=list(args), last_error=str(error)[:500])
+        return False
+    return True
+
+
+def flush_outbox() -> tuple[int, int]:
+    """Queue the jobs waiting for the broker, oldest first; stops at the first the broker
+    refuses. Returns how many were queued and how many still wait."""
+    from config.celery import app
+
+    queued = 0
+    for pending in PendingTask.objects.all():
+        try:
+            app.send_task(pending.task, args=pending.args, retry=False)
+        except (BrokerError, OSError) as error:
+            PendingTask.objects.filter(pk=pending.pk).update(
+                attempts=pending.attempts + 1, last_error=str(error)[:500])
+            break
+        pending.delete()
+        queued += 1
+    return queued, PendingTask.objects.count()
 
 
 def notify_alert(alert: Alert, event: str) -> None:

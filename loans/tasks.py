@@ -42,6 +42,13 @@ def grant_bursts() -> str:
     return f"{run.granted} granted, {run.expired} expired"
 
 
+@shared_task
+def flush_outbox() -> str:
+    """Queue the jobs that waited for the broker (every minute, from beat)."""
+    queued, waiting = notify.flush_outbox()
+    return f"{queued} queued, {waiting} still waiting"
+
+
 # Receivers may be down for a while: back off up to an hour between tries, for about a day.
 @shared_task(autoretry_for=(notify.DeliveryError,), retry_backoff=30, retry_backoff_max=3600,
              max_retries=30)

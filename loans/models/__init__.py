@@ -1,5 +1,5 @@
 """Tenants, their members, the plan catalogue, contracts, statements, alerts,
-recommendations and API tokens."""
+recommendations, API tokens and jobs waiting for the broker."""
 
 from loans.models.alerts import Alert
 from loans.models.bursts import BurstEvent, BurstRequest
@@ -14,6 +14,7 @@ from loans.models.fields import (
     slug_validator,
     validate_time_zone,
 )
+from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
 from loans.models.statements import Statement
@@ -22,7 +23,7 @@ from loans.tokens import ApiToken
 
 __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "ApiToken", "BurstEvent",
-    "BurstRequest", "Contract", "Membership",
+    "BurstRequest", "Contract", "Membership", "PendingTask",
     "Plan", "Recommendation", "Statement", "Tenant", "Terms", "currency_validator",
     "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

@@ -2,7 +2,8 @@
 cap, raced for, revoked; who may do what; the quota manifests they change."""
 
 import threading
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
@@ -224,13 +225,16 @@ def test_a_lead_asks_and_cancels_from_the_tenant_page(client, lead, member, cont
     client.force_login(lead)
     page = client.get("/en/tenants/vision/").content.decode()
     assert 'id="bursts"' in page and "Ask for GPUs" in page
+    shanghai = ZoneInfo("Asia/Shanghai")
+    tomorrow = timezone.now().astimezone(shanghai).date() + timedelta(days=1)
     response = client.post(f"/en/tenants/vision/contracts/{contract.pk}/bursts/", {
-        "gpus": 2, "starts_at": "2026-11-30T20:00", "ends_at": "2026-12-01T08:00",
+        "gpus": 2, "starts_at": f"{tomorrow}T20:00", "ends_at": f"{tomorrow}T23:00",
         "reason": "ablation sweep"}, follow=True)
     assert "Burst request granted." in response.content.decode()
     burst = BurstRequest.objects.get()
     # The form's times are the contract's wall clock (Asia/Shanghai, UTC+8).
-    assert burst.starts_at.isoformat() == "2026-11-30T12:00:00+00:00"
+    assert burst.starts_at == datetime.combine(tomorrow, time(20), shanghai)
+    assert burst.starts_at.astimezone(UTC).hour == 12
     assert 'data-state="granted"' in response.content.decode()
     client.force_login(member)
     assert "Ask for GPUs" not in client.get("/en/tenants/vision/").content.decode()

@@ -79,9 +79,16 @@ class Server:
             self.process.wait(timeout=30)
 
     def get(self, path: str, **headers: str) -> tuple[int, bytes]:
+        return self.request("GET", path, None, **headers)
+
+    def post(self, path: str, body: bytes, **headers: str) -> tuple[int, bytes]:
+        return self.request("POST", path, body, **headers)
+
+    def request(self, method: str, path: str, body: bytes | None, **headers: str
+                ) -> tuple[int, bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
-            conn.request("GET", path, headers=headers)
+            conn.request(method, path, body=body, headers=headers)
             response = conn.getresponse()
             return response.status, response.read()
         finally:

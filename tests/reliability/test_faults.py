@@ -4,6 +4,7 @@ PostgreSQL itself is restarted (pg_ctlcluster, as the machine's administrator wo
 gunicorn server is killed with SIGKILL mid-traffic and started again on the same port.
 """
 
+import shutil
 import subprocess
 import threading
 import time
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.postgresql
 
 def restart_postgresql() -> None:
     version = sorted(p.name for p in Path("/etc/postgresql").iterdir())[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart",
+    command = shutil.which("pg_ctlcluster") or "/usr/bin/pg_ctlcluster"
+    subprocess.run([command, "--skip-systemctl-redirect", version, "main", "restart",
                     "--mode", "fast"], check=True, capture_output=True, timeout=120)
 
 
