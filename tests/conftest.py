@@ -23,6 +23,13 @@ def make_user(username: str, *, staff: bool = False):
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """The tests make many users; production's slow hash would cost a second for every few.
+    The hash in production is Django's default (PBKDF2), which tests/test_settings.py checks."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_process_state():
     """Each test starts as a fresh process would: English, no cached GPUs, partitions or
     throttle counters (the database under them is rolled back between tests)."""

@@ -60,3 +60,30 @@ def test_a_good_login_before_the_limit_goes_through(client, lead, settings):
     client.post("/en/accounts/login/", {"username": "lead", "password": "wrong"})
     response = client.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD})
     assert response.status_code == 302
+
+
+def test_no_secret_reaches_the_logs(client, db, lead, operator, caplog):
+    """Tokens and passwords, given right and wrong, in headers, bodies and query strings."""
+    from loans.tokens import ApiToken
+    from metering.models import Node
+
+    node = Node.objects.create(name="gpu-node-01")
+    node_token = node.issue_token()
+    _record, api_token = ApiToken.issue(user=lead, name="ci")
+    secrets = [node_token, api_token, PASSWORD, "wrong-password-123"]
+    with caplog.at_level(logging.DEBUG):
+        client.post("/api/v1/samples", b'{"node": "gpu-node-01", "samples": [{}]}',
+                    content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {node_token}")
+        client.post("/api/v1/samples", b"{", content_type="application/json",
+                    HTTP_AUTHORIZATION=f"Bearer {node_token}x")
+        client.get(f"/api/v1/tenants/vision/usage?token={api_token}",
+                   HTTP_AUTHORIZATION=f"Bearer {api_token}")
+        client.get("/api/v1/bursts/", HTTP_AUTHORIZATION=f"Bearer {api_token}x")
+        client.post("/en/accounts/login/", {"username": "lead", "password": "wrong-password-123"})
+        client.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD})
+        client.get(f"/metrics?token={node_token}")
+    lines = [JsonFormatter().format(_with_id(r, "x")) for r in caplog.records]
+    lines += [r.getMessage() for r in caplog.records]
+    assert len(caplog.records) >= 7
+    for secret in secrets:
+        assert not any(secret in line for line in lines), secret

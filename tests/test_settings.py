@@ -65,3 +65,11 @@ def test_production_cookies_are_secure_and_the_proxy_is_trusted_for_https():
             "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER)")
     result = manage("shell", "--no-imports", "-c", code, **PRODUCTION)
     assert result.stdout.split()[-4:] == ["True", "True", "('HTTP_X_FORWARDED_PROTO',", "'https')"]
+
+
+def test_production_hashes_passwords_slowly_and_keeps_session_cookies_from_scripts():
+    code = ("from django.conf import settings as s; "
+            "print(s.PASSWORD_HASHERS[0].rsplit('.', 1)[-1], s.SESSION_COOKIE_HTTPONLY, "
+            "s.X_FRAME_OPTIONS)")
+    result = manage("shell", "--no-imports", "-c", code, **PRODUCTION)
+    assert result.stdout.split()[-3:] == ["PBKDF2PasswordHasher", "True", "DENY"]

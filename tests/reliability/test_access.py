@@ -1,0 +1,251 @@
+"""Every URL against every kind of caller: anonymous, an agent's node token, a member, the
+lead of another tenant, the lead, an operator. One table; a URL added without a row fails
+test_every_url_has_a_row. Scrapes come from outside the metrics allow-list, so /metrics
+answers to its token only (tests/test_metrics.py)."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+from django.utils import timezone
+
+from loans.models import BurstRequest, Recommendation
+from metering.models import Node
+
+ACTORS = ("anonymous", "agent", "member", "outsider", "lead", "operator")
+OUTSIDE = "203.0.113.9"
+# A status, or a redirect: (302, where it leads).
+LOGIN, ADMIN_LOGIN = (302, "/en/accounts/login/"), (302, "/en/admin/login/")
+BACK = (302, "/en/tenants/vision/")  # a page form's answer: back to the page, with a message
+
+# name: (method, path, {actor: status}); "*" is every actor not named.
+# {c}: the vision contract, {b}: a queued burst of it, {r}: an open recommendation of it,
+# {n}: the node whose token the agent holds.
+TABLE = {
+    "healthz": ("GET", "/healthz", {"*": 200}),
+    "metrics": ("GET", "/metrics", {"*": 403}),
+    "set_language": ("POST", "/i18n/setlang/", {"*": 302}),
+    "api-samples": ("POST", "/api/v1/samples", {"*": 401, "agent": 202}),
+    "api-root": ("GET", "/api/v1/", {"*": 401, "member": 200, "outsider": 200, "lead": 200,
+                                     "operator": 200}),
+    "api-schema": ("GET", "/api/schema/", {"*": 200}),
+    "api-docs": ("GET", "/api/docs/", {"*": 200}),
+    # A tenant's data: its members and the operators; anyone else learns nothing (404).
+    "api-tenant-usage": ("GET", "/api/v1/tenants/vision/usage",
+                         {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                          "operator": 200}),
+    "api-buy-vs-loan": ("GET", "/api/v1/tenants/vision/buy-vs-loan",
+                        {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                         "operator": 200}),
+    "api-quota-manifests": ("GET", "/api/v1/tenants/vision/quota-manifests",
+                            {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                             "operator": 200}),
+    "api-contract-burndown": ("GET", "/api/v1/contracts/{c}/burndown",
+                              {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                               "operator": 200}),
+    "api-contract-heatmap": ("GET", "/api/v1/contracts/{c}/heatmap",
+                             {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                              "operator": 200}),
+    # The operators' API.
+    "tenant-list": ("GET", "/api/v1/tenants/", {"*": 403, "anonymous": 401, "agent": 401,
+                                                "operator": 200}),
+    "tenant-detail": ("GET", "/api/v1/tenants/vision/", {"*": 403, "anonymous": 401,
+                                                         "agent": 401, "operator": 200}),
+    "plan-list": ("GET", "/api/v1/plans/", {"*": 403, "anonymous": 401, "agent": 401,
+                                            "operator": 200}),
+    "plan-detail": ("GET", "/api/v1/plans/{p}/", {"*": 403, "anonymous": 401, "agent": 401,
+                                                  "operator": 200}),
+    "contract-list": ("GET", "/api/v1/contracts/", {"*": 403, "anonymous": 401, "agent": 401,
+                                                    "operator": 200}),
+    "contract-detail": ("GET", "/api/v1/contracts/{c}/", {"*": 403, "anonymous": 401,
+                                                          "agent": 401, "operator": 200}),
+    "node-list": ("GET", "/api/v1/nodes/", {"*": 403, "anonymous": 401, "agent": 401,
+                                            "operator": 200}),
+    "node-detail": ("GET", "/api/v1/nodes/{n}/", {"*": 403, "anonymous": 401, "agent": 401,
+                                                  "operator": 200}),
+    "node-revoke-token": ("POST", "/api/v1/nodes/{n}/revoke-token/",
+                          {"*": 403, "anonymous": 401, "agent": 401, "operator": 200}),
+    "node-rotate-token": ("POST", "/api/v1/nodes/{n}/rotate-token/",
+                          {"*": 403, "anonymous": 401, "agent": 401, "operator": 200}),
+    # Bursts: members see them, leads ask and cancel, operators decide.
+    "burst-list": ("GET", "/api/v1/bursts/", {"*": 401, "member": 200, "outsider": 200,
+                                              "lead": 200, "operator": 200}),
+    "burst-detail": ("GET", "/api/v1/bursts/{b}/", {"*": 401, "member": 200, "outsider": 404,
+                                                    "lead": 200, "operator": 200}),
+    "burst-cancel": ("POST", "/api/v1/bursts/{b}/cancel/",
+                     {"*": 401, "member": 403, "outsider": 404, "lead": 200, "operator": 200}),
+    "burst-approve": ("POST", "/api/v1/bursts/{b}/approve/",
+                      {"*": 401, "member": 403, "outsider": 404, "lead": 403, "operator": 200}),
+    "burst-reject": ("POST", "/api/v1/bursts/{b}/reject/",
+                     {"*": 401, "member": 403, "outsider": 404, "lead": 403, "operator": 200}),
+    "burst-revoke": ("POST", "/api/v1/bursts/{b}/revoke/",
+                     {"*": 401, "member": 403, "outsider": 404, "lead": 403, "operator": 409}),
+    "burst-prioritise": ("POST", "/api/v1/bursts/{b}/prioritise/",
+                         {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                          "operator": 200}),
+    # Pages.
+    "home": ("GET", "/en/", {"*": LOGIN, "member": BACK, "outsider": (302, "/en/tenants/speech/"),
+                             "lead": BACK, "operator": (302, "/en/fleet/")}),
+    "login": ("GET", "/en/accounts/login/", {"*": 200}),
+    "logout": ("POST", "/en/accounts/logout/", {"*": LOGIN}),
+    "password_change": ("GET", "/en/accounts/password/", {"*": 200, "anonymous": LOGIN,
+                                                          "agent": LOGIN}),
+    "password_change_done": ("GET", "/en/accounts/password/done/",
+                             {"*": 200, "anonymous": LOGIN, "agent": LOGIN}),
+    "tenant": ("GET", "/en/tenants/vision/", {"*": LOGIN, "member": 200, "outsider": 404,
+                                              "lead": 200, "operator": 200}),
+    "tenant-periods-csv": ("GET", "/en/tenants/vision/periods.csv",
+                           {"*": LOGIN, "member": 200, "outsider": 404, "lead": 200,
+                            "operator": 200}),
+    "recommendation-decide": ("POST", "/en/tenants/vision/recommendations/{r}/dismiss/",
+                              {"*": LOGIN, "member": 403, "outsider": 404, "lead": BACK,
+                               "operator": 403}),
+    "burst-ask": ("POST", "/en/tenants/vision/contracts/{c}/bursts/",
+                  {"*": LOGIN, "member": BACK, "outsider": 404, "lead": BACK, "operator": BACK}),
+    "burst-cancel-page": ("POST", "/en/tenants/vision/bursts/{b}/cancel/",
+                          {"*": LOGIN, "member": BACK, "outsider": 404, "lead": BACK,
+                           "operator": BACK}),
+    "buy-vs-loan": ("GET", "/en/tenants/vision/buy-vs-loan/",
+                    {"*": LOGIN, "member": 200, "outsider": 404, "lead": 200,
+                     "operator": 200}),
+    "fleet": ("GET", "/en/fleet/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
+                                    "operator": 200}),
+    "fleet-csv": ("GET", "/en/fleet.csv", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
+                                           "operator": 200}),
+    # The admin: operators only; everyone else is sent to its login.
+    "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "operator": 200}),
+}
+# Who changes something with each POST; for everyone else the same request changes nothing.
+MUTATORS = {
+    "node-revoke-token": {"operator"}, "node-rotate-token": {"operator"},
+    "burst-cancel": {"lead", "operator"}, "burst-approve": {"operator"},
+    "burst-reject": {"operator"}, "burst-prioritise": {"operator"},
+    "recommendation-decide": {"lead"}, "burst-ask": {"lead"}, "burst-cancel-page": {"lead"},
+}
+# Names the table uses for URLs that share a name with another (or have none).
+ALIASES = {"burst-cancel-page": "burst-cancel", "admin-index": None}
+
+
+def every_url_name(patterns=None) -> set[str]:
+    names = set()
+    for pattern in patterns if patterns is not None else get_resolver().url_patterns:
+        if isinstance(pattern, URLResolver):
+            if pattern.namespace != "admin":  # the admin: test_the_admin_is_for_operators
+                names |= every_url_name(pattern.url_patterns)
+        elif isinstance(pattern, URLPattern) and pattern.name:
+            names.add(pattern.name)
+    return names
+
+
+def test_every_url_has_a_row():
+    covered = {ALIASES.get(name, name) for name in TABLE} - {None}
+    assert every_url_name() - covered == set()
+
+
+@pytest.fixture
+def world(tenant, other_tenant, contract, plan, member, lead, outsider, operator):
+    node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
+    now = timezone.now()
+    burst = BurstRequest.objects.create(
+        contract=contract, gpus=2, starts_at=now + timedelta(days=1),
+        ends_at=now + timedelta(days=2), reason="sweep", requested_by=lead, created_at=now)
+    rec = Recommendation.objects.create(contract=contract, kind="commitment", message="m",
+                                        created_at=now)
+    clients = {actor: Client(REMOTE_ADDR=OUTSIDE) for actor in ACTORS}
+    clients["agent"].defaults["HTTP_AUTHORIZATION"] = f"Bearer {node.issue_token()}"
+    for actor, user in (("member", member), ("outsider", outsider), ("lead", lead),
+                        ("operator", operator)):
+        clients[actor].force_login(user)
+    ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk}
+    return clients, ids
+
+
+def body_for(name: str, ids: dict) -> tuple[bytes | dict, str | None]:
+    now = timezone.now()
+    if name == "api-samples":
+        return json.dumps({"node": "gpu-node-01", "samples": []}).encode(), "application/json"
+    if name == "burst-ask":
+        return {"gpus": 2, "reason": "sweep",
+                "starts_at": (now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"),
+                "ends_at": (now + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")}, None
+    if name == "burst-prioritise":
+        return json.dumps({"priority": 5}).encode(), "application/json"
+    if name == "set_language":
+        return {"language": "zh-hans", "next": "/"}, None
+    return b"", "application/json"
+
+
+def fingerprint() -> tuple:
+    """What the POSTs of the table may change."""
+    return (list(BurstRequest.objects.order_by("pk").values_list("pk", "state", "priority")),
+            list(Recommendation.objects.values_list("pk", "state")),
+            list(Node.objects.values_list("pk", "token_hash")))
+
+
+CASES = [(name, actor) for name in TABLE for actor in ACTORS]
+
+
+@pytest.mark.parametrize(("name", "actor"), CASES, ids=[f"{n}-{a}" for n, a in CASES])
+def test_each_caller_gets_exactly_what_it_should(world, name, actor):
+    clients, ids = world
+    method, path, expected = TABLE[name]
+    want = expected.get(actor, expected["*"])
+    url = path.format(**ids)
+    before = fingerprint()
+    if method == "GET":
+        response = clients[actor].get(url)
+    else:
+        body, content_type = body_for(name, ids)
+        kwargs = {"content_type": content_type} if content_type else {}
+        response = clients[actor].post(url, body, **kwargs)
+    status, place = want if isinstance(want, tuple) else (want, None)
+    assert response.status_code == status, (url, actor, response.content[:300])
+    if place is not None:
+        assert response["Location"].startswith(place), response["Location"]
+    changed = fingerprint() != before
+    assert changed == (actor in MUTATORS.get(name, ())), (url, actor, "changed" if changed
+                                                           else "unchanged")
+
+
+CSRF_POSTS = [
+    ("anonymous", "/en/accounts/login/", {"username": "lead", "password": "x"}),
+    ("lead", "/en/accounts/logout/", {}),
+    ("lead", "/i18n/setlang/", {"language": "zh-hans"}),
+    ("lead", "/en/accounts/password/", {"old_password": "x", "new_password1": "y",
+                                        "new_password2": "y"}),
+    ("lead", "/en/tenants/vision/contracts/{c}/bursts/", {"gpus": 2}),
+    ("lead", "/en/tenants/vision/bursts/{b}/cancel/", {}),
+    ("lead", "/en/tenants/vision/recommendations/{r}/accept/", {}),
+    ("operator", "/en/admin/login/", {"username": "operator", "password": "x"}),
+    ("operator", "/en/admin/loans/tenant/add/", {"slug": "new", "name": "New"}),
+    ("lead", "/api/v1/bursts/{b}/cancel/", {}),  # the API, with a session instead of a token
+    ("operator", "/api/v1/nodes/{n}/rotate-token/", {}),
+]
+
+
+@pytest.mark.parametrize(("actor", "path", "data"), CSRF_POSTS,
+                         ids=[path for _actor, path, _data in CSRF_POSTS])
+def test_every_form_and_session_post_needs_the_csrf_token(world, lead, operator, actor, path,
+                                                          data):
+    _clients, ids = world
+    client = Client(enforce_csrf_checks=True, REMOTE_ADDR=OUTSIDE)
+    if actor != "anonymous":
+        client.force_login({"lead": lead, "operator": operator}[actor])
+    before = fingerprint()
+    response = client.post(path.format(**ids), data)
+    assert response.status_code == 403, response.content[:200]
+    assert fingerprint() == before
+
+
+def test_with_its_csrf_token_the_same_form_goes_through(world, lead):
+    client = Client(enforce_csrf_checks=True, REMOTE_ADDR=OUTSIDE)
+    client.force_login(lead)
+    client.get("/en/tenants/vision/")  # the page sets the CSRF cookie its forms use
+    token = client.cookies["csrftoken"].value
+    _clients, ids = world
+    response = client.post(f"/en/tenants/vision/bursts/{ids['b']}/cancel/",
+                           {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    assert BurstRequest.objects.get().state == "cancelled"
