@@ -314,6 +314,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "metering.schema.add_agent_protocol",
+        "config.schema.add_error_responses",
     ],
 }
 

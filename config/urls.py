@@ -59,3 +59,6 @@ urlpatterns += i18n_patterns(
     path("admin/", admin.site.urls),
     prefix_default_language=True,
 )
+
+handler404 = "config.errors.not_found"
+handler500 = "config.errors.server_error"
