@@ -281,7 +281,8 @@ CACHE_URL = env_str("CACHE_URL")
 if CACHE_URL and urlsplit(CACHE_URL).scheme not in ("redis", "rediss"):
     raise ImproperlyConfigured(f"CACHE_URL={CACHE_URL!r}: use redis://host:6379/2 or nothing.")
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
+    "default": {"BACKEND": "config.cache.ForgivingRedisCache", "LOCATION": CACHE_URL,
+                "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}
     if CACHE_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
