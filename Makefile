@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test install install-dev lint browser bench-ingest bench-agent bench-dashboard \
-	bench-backtest bench-jobs
+	bench-backtest bench-jobs bench-soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,3 +55,7 @@ bench-backtest: install-dev
 # The recommendation job over 1,000 contracts with a year of hourly rollups (PostgreSQL).
 bench-jobs: install-dev
 	$(BIN)/python bench/jobs.py
+
+# An hour of simulated fleet traffic under random faults; prints sent, stored, retried, lost.
+bench-soak: install-dev
+	$(BIN)/python bench/soak.py

@@ -108,15 +108,6 @@ def _copy_rows(raw, statement: str, rows: list[tuple], *, with_index: bool) -> N
                 copy.write_row(row[1:])
 
 
-def _staging(cursor) -> None:
-    """The temporary staging table, created once per connection. Only a creation outside any
-    transaction is remembered: one inside a transaction (tests) may be rolled back with it."""
-    if not getattr(connection, "gpuloans_staging", False):
-        cursor.execute(STAGING)
-        if not connection.in_atomic_block:
-            connection.gpuloans_staging = True
-
-
 def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]]:
     """Store the rows; returns how many were new and the batch indexes of conflicts.
     `finish` runs last inside the batch's transaction."""
@@ -129,8 +120,6 @@ def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]
             raise
     # A stored key (a retry): the direct COPY and all of its transaction were rolled back
     # (cheaper in the common case than a savepoint around every COPY); go through staging.
-    with connection.cursor() as cursor:
-        _staging(cursor.cursor)
     return _write(rows, finish, staged=True)
 
 
@@ -152,6 +141,9 @@ def _write(rows: list[tuple], finish: Callable[[], None], *, staged: bool
 
 
 def _through_staging(raw, rows: list[tuple]) -> tuple[list[tuple], list[int]]:
+    # The temporary table belongs to the database session, which a restart or a dropped
+    # connection replaces under Django's feet: ask for it every time (retries are rare).
+    raw.execute(STAGING)
     # Emptied at every commit; emptied here too for a caller that batches in one transaction.
     raw.execute("DELETE FROM ingest_staging")
     _copy_rows(raw, STAGED, rows, with_index=True)

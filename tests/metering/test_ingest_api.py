@@ -347,3 +347,20 @@ def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(client, token,
     assert response["Retry-After"] == "5"
     assert "keep the batch and retry" in response.json()["error"]
     assert not UsageSample.objects.exists()
+
+
+@pytest.mark.postgresql
+def test_a_retry_after_the_database_connection_was_lost_is_counted_once(transactional_db, tenant):
+    """A retried batch goes through the staging table, which lives in the database session: a
+    new session (after a restart or a dropped connection) must get its own."""
+    AttributionRule.objects.create(tenant=tenant, field="namespace", value="vision")
+    token = Node.objects.create(name="gpu-node-01").issue_token()
+    client = Client()
+    batch = [sample(g, 0) for g in range(3)]
+    assert post(client, token, batch).json()["accepted"] == 3
+    assert post(client, token, batch).json()["duplicates"] == 3  # a retry, in this session
+    connection.close()  # the session is gone, as after a PostgreSQL restart
+    response = post(client, token, batch + [sample(3, 0)])
+    assert response.status_code == 202, response.content[:300]
+    assert response.json() == {"accepted": 1, "duplicates": 3, "rejected": []}
+    assert_rollups_equal_a_recount()
