@@ -1,5 +1,6 @@
 """Posting batches to gpuloans (agent protocol v1) and saying what to do with the answer."""
 
+import http.client
 import json
 import logging
 import random
@@ -43,8 +44,10 @@ class Client:
                 answer = json.loads(response.read())
         except urllib.error.HTTPError as error:
             return self._refused(error, len(samples))
-        except (urllib.error.URLError, OSError, ValueError) as error:
-            return Outcome(done=False, message=f"server unreachable: {error}")
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as error:
+            # Refused, reset, timed out, or cut off mid-answer (IncompleteRead): the batch may
+            # or may not have been stored; sending it again is safe either way.
+            return Outcome(done=False, message=f"server unreachable: {error!r}")
         for rejection in answer.get("rejected", []):
             sample = samples[rejection["index"]] if rejection["index"] < len(samples) else {}
             log.warning("sample rejected (%s %s): %s", sample.get("gpu_uuid"), sample.get("ts"),

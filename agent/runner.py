@@ -51,7 +51,11 @@ class Agent:
 
     def send_loop(self) -> None:
         while not self.stopping.is_set():
-            wait = self.drain()
+            try:
+                wait = self.drain()
+            except Exception:  # the sender must outlive any one bad moment; the spool keeps all
+                log.exception("sending failed unexpectedly; retrying")
+                wait = self.backoff.failure()
             self.stopping.wait(wait if wait else 1.0)
 
     def drain(self) -> float:

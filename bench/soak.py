@@ -14,8 +14,9 @@ seconds on average one fault strikes:
                     batch; it starts again on the same spool and sends the batch again
 
 At the end the agents drain their spools, and the script prints what was sent (spooled),
-stored, retried and lost (must be 0), and whether every rollup equals a recount. Needs
-PostgreSQL (BENCH_DATABASE_URL, default .../gpuloans_soak, made afresh) and redis-server.
+stored, retried and lost (must be 0), any server error (must be none), and whether every rollup
+equals a recount. Needs PostgreSQL (BENCH_DATABASE_URL, default .../gpuloans_soak, made afresh)
+and redis-server.
 """
 
 import argparse
@@ -315,7 +316,9 @@ def main() -> None:
           f"(duplicates the server recognised: {fleet.tally['duplicates answered']:,})")
     print(f"lost:            {len(lost):,}   stored but never sent: {len(extra):,}")
     print(f"rollups:         {hours - wrong} of {hours} tenant-hours equal a recount")
-    if lost or extra or wrong:
+    errors = services.log.read_text().count("Internal Server Error")
+    print(f"server errors:   {errors} (log: {services.log})")
+    if lost or extra or wrong or errors:
         raise SystemExit(1)
 
 

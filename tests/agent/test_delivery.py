@@ -1,6 +1,7 @@
 """The agent against the real server: nothing lost, nothing counted twice."""
 
 import socket
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -173,3 +174,46 @@ def test_an_unknown_collector_is_refused_by_the_command_line(name, capsys):
     with pytest.raises(SystemExit):
         main(["--collector", name, "--once"])
     assert "choose nvml, dcgm, nvidia-smi, fake or fake:N" in capsys.readouterr().err
+
+
+def test_an_answer_cut_off_midway_keeps_the_batch_for_a_retry(node, tmp_path):
+    """A server killed while answering: the agent cannot know whether the batch was stored,
+    so it keeps it (a resend is answered as duplicates) instead of crashing its sender."""
+    _node, token = node
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer_half() -> None:
+        conn, _ = listener.accept()
+        conn.recv(1 << 20)
+        conn.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"accepted\"")
+        conn.close()
+
+    server = threading.Thread(target=answer_half)
+    server.start()
+    agent = agent_for(f"http://127.0.0.1:{listener.getsockname()[1]}", token, tmp_path)
+    poll_minutes(agent, 1)
+    assert agent.drain() > 0
+    server.join()
+    listener.close()
+    assert len(agent.spool.pending()) == 1
+
+
+def test_the_sender_outlives_an_unexpected_error(node, tmp_path, caplog):
+    _node, token = node
+    agent = agent_for("http://127.0.0.1:9", token, tmp_path)
+    calls = []
+
+    def drain() -> float:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bad moment")
+        agent.stopping.set()
+        return 0.0
+
+    agent.drain = drain
+    agent.backoff = Backoff(base=0.01, cap=0.01)
+    agent.send_loop()  # returns once stopping is set; the first error did not end it
+    assert len(calls) == 2 and "sending failed unexpectedly" in caplog.text

@@ -47,14 +47,17 @@ def test_postgresql_restarted_mid_ingestion_loses_and_doubles_nothing(server, tm
 
 def test_the_server_killed_mid_request_counts_each_retry_once(server, tmp_path, tenant):
     app = server(INGEST_REQUESTS_PER_MINUTE="0")
-    fleet = Fleet(app.url, tmp_path, tenant, agents=6, gpus=8, minutes=40)
+    fleet = Fleet(app.url, tmp_path, tenant, agents=6, gpus=8, minutes=100)
     delivery = threading.Thread(target=fleet.deliver)
     delivery.start()
-    for _ in range(3):
-        time.sleep(0.7)
+    kills = 0
+    while delivery.is_alive() and kills < 3:
+        time.sleep(0.3)
         app.stop(9)  # SIGKILL: no graceful finish for the requests in flight
+        kills += 1
         app.start()
     delivery.join()
+    assert kills >= 1
 
     fleet.assert_exactly_stored(tenant)
     assert any(m.startswith("server unreachable") for m in fleet.refusals), set(fleet.refusals)
