@@ -16,7 +16,9 @@ directory shared by them (config/gunicorn.py clears it at start and tidies after
 without it each process counts alone, which is right for one process (the demo's runserver).
 
 Who may scrape: a request bearing METRICS_TOKEN, or one from METRICS_ALLOWED_NETWORKS
-(loopback by default). Everyone else gets 403, and no figure.
+(loopback by default) that did not come through the reverse proxy (no X-Forwarded-For,
+X-Real-IP or Forwarded header: behind a proxy on the same host every request is from
+loopback). Everyone else gets 403, and no figure.
 """
 
 import hmac
@@ -152,6 +154,9 @@ database = DatabaseCollector()
 REGISTRY.register(database)
 
 
+PROXIED = ("X-Forwarded-For", "X-Real-IP", "Forwarded")
+
+
 def _allowed(request: HttpRequest) -> bool:
     expected = settings.METRICS_TOKEN
     if expected:
@@ -159,6 +164,8 @@ def _allowed(request: HttpRequest) -> bool:
         if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
                                                                expected.encode()):
             return True
+    if any(name in request.headers for name in PROXIED):
+        return False
     try:
         address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
     except ValueError:

@@ -62,19 +62,25 @@ def enqueue(task, *args) -> bool:
 
 def flush_outbox() -> tuple[int, int]:
     """Queue the jobs waiting for the broker, oldest first; stops at the first the broker
-    refuses. Returns how many were queued and how many still wait."""
+    refuses. Returns how many were queued and how many still wait. Each job is locked while
+    it is queued, so two runs at once (a slow one and the next minute's) never queue it twice."""
     from config.celery import app
 
     queued = 0
-    for pending in PendingTask.objects.all():
-        try:
-            app.send_task(pending.task, args=pending.args, retry=False)
-        except (BrokerError, OSError) as error:
-            PendingTask.objects.filter(pk=pending.pk).update(
-                attempts=pending.attempts + 1, last_error=str(error)[:500])
-            break
-        pending.delete()
-        queued += 1
+    while True:
+        with transaction.atomic():
+            pending = (PendingTask.objects.select_for_update(skip_locked=True)
+                       .order_by("pk").first())
+            if pending is None:
+                break
+            try:
+                app.send_task(pending.task, args=pending.args, retry=False)
+            except (BrokerError, OSError) as error:
+                PendingTask.objects.filter(pk=pending.pk).update(
+                    attempts=pending.attempts + 1, last_error=str(error)[:500])
+                break
+            pending.delete()
+            queued += 1
     return queued, PendingTask.objects.count()
 
 

@@ -43,6 +43,13 @@ def test_only_a_token_or_an_allowed_network_may_scrape(db, everywhere):
     assert refused.status_code == 403 and b"gpuloans_" not in refused.content
     assert outside.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
     assert outside.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
+    # Through a reverse proxy on the same host every request comes from loopback: the proxy's
+    # forwarding header takes the allow-list away, the token still works.
+    local = Client(REMOTE_ADDR="127.0.0.1")
+    assert local.get("/metrics", HTTP_X_FORWARDED_FOR=OUTSIDE).status_code == 403
+    assert local.get("/metrics", HTTP_X_REAL_IP=OUTSIDE).status_code == 403
+    assert local.get("/metrics", HTTP_X_FORWARDED_FOR=OUTSIDE,
+                     HTTP_AUTHORIZATION="Bearer scrape-secret").status_code == 200
     everywhere.METRICS_TOKEN = ""
     assert outside.get("/metrics", HTTP_AUTHORIZATION="Bearer ").status_code == 403
     everywhere.METRICS_ALLOWED_NETWORKS = []

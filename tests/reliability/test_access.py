@@ -249,3 +249,28 @@ def test_with_its_csrf_token_the_same_form_goes_through(world, lead):
                            {"csrfmiddlewaretoken": token})
     assert response.status_code == 302
     assert BurstRequest.objects.get().state == "cancelled"
+
+
+def admin_pages() -> list[str]:
+    from django.contrib import admin
+    from django.urls import reverse
+
+    pages = []
+    for model in admin.site._registry:
+        meta = model._meta
+        pages.append(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))
+    return sorted(pages)
+
+
+@pytest.mark.parametrize("path", admin_pages())
+def test_the_admin_is_for_operators(world, path):
+    """Every model's page in the admin: operators see it; everyone else is sent to the
+    admin's login, whatever else they may do elsewhere."""
+    clients, _ids = world
+    for actor in ACTORS:
+        response = clients[actor].get(path)
+        if actor == "operator":
+            assert response.status_code == 200, (path, response.status_code)
+        else:
+            assert response.status_code == 302, (path, actor, response.status_code)
+            assert response["Location"].startswith("/en/admin/login/"), response["Location"]
