@@ -121,3 +121,19 @@ def test_job_runs_are_counted_by_outcome(db, everywhere, django_capture_on_commi
     name, labels = "gpuloans_job_runs_total", {"job": "loans.tasks.check_alerts",
                                                "outcome": "success"}
     assert value(after, name, **labels) - value(before, name, **labels) == 1
+
+
+def test_gunicorn_start_keeps_the_counts_of_processes_still_running(tmp_path, monkeypatch):
+    """A Celery worker shares the directory and outlives a gunicorn restart; its counts stay,
+    those of processes that are gone are removed."""
+    import os
+
+    from config import gunicorn
+
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path))
+    alive = tmp_path / f"counter_{os.getpid()}.db"
+    gone = tmp_path / "counter_999999999.db"
+    for path in (alive, gone):
+        path.write_bytes(b"")
+    gunicorn.on_starting(None)
+    assert alive.exists() and not gone.exists()
