@@ -23,11 +23,13 @@ loopback). Everyone else gets 403, and no figure.
 
 import hmac
 import ipaddress
+import logging
 import os
 import re
 import time
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import (
@@ -40,6 +42,8 @@ from prometheus_client import (
     multiprocess,
 )
 from prometheus_client.core import GaugeMetricFamily
+
+log = logging.getLogger(__name__)
 
 http_requests = Counter("gpuloans_http_requests", "HTTP requests answered.",
                         ["method", "route", "status"])
@@ -96,6 +100,16 @@ class DatabaseCollector:
         return [GaugeMetricFamily(name, "") for name in self.NAMES]
 
     def collect(self):
+        """Nothing while the database is away: the counters still answer, and the missing
+        series tell Prometheus what the log says."""
+        try:
+            families = list(self._families())
+        except DatabaseError as error:
+            log.warning("metrics without database figures: %s", error)
+            return
+        yield from families
+
+    def _families(self):
         from loans.models import Alert
         from metering.models import Node
 

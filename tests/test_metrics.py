@@ -137,3 +137,19 @@ def test_gunicorn_start_keeps_the_counts_of_processes_still_running(tmp_path, mo
         path.write_bytes(b"")
     gunicorn.on_starting(None)
     assert alive.exists() and not gone.exists()
+
+
+def test_with_the_database_away_the_counters_still_answer(db, everywhere, monkeypatch, caplog):
+    from django.db import OperationalError
+
+    from metering.models import Node as NodeModel
+
+    def away(*_args, **_kwargs):
+        raise OperationalError("the database is restarting")
+
+    Client().get("/healthz")  # something counted
+    monkeypatch.setattr(NodeModel.objects, "values_list", away)
+    figures = scrape(Client())
+    assert any(name == "gpuloans_http_requests_total" for name, _labels in figures)
+    assert not any(name.startswith("gpuloans_agent_") for name, _labels in figures)
+    assert "metrics without database figures" in caplog.text
