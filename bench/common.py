@@ -2,6 +2,7 @@
 process under production settings (DEBUG off) for the in-process ones."""
 
 import os
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +26,14 @@ def recreate_database(url: str) -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def node_tokens(code: str, env: dict, prefix: str) -> list[tuple[str, str]]:
+    """Run `code` in the application's shell (it prints "name token" for each node it makes)
+    and return the (name, token) pairs of the nodes whose names start with `prefix`."""
+    out = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
+                         cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    return [tuple(line.split()) for line in out.stdout.splitlines() if line.startswith(prefix)]
 
 
 def in_process(url: str) -> None:

@@ -34,7 +34,7 @@ from psycopg.types.json import set_json_dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import SECRET, database_url, recreate_database  # noqa: E402
+from bench.common import SECRET, database_url, node_tokens, recreate_database  # noqa: E402
 
 BATCH = 500
 GPUS_PER_CLIENT = 50
@@ -74,9 +74,7 @@ today = date.today()
 days = {{today - timedelta(days=k) for k in range({HISTORY_DAYS + 2})}}
 ensure_partitions(days | {{today + timedelta(days=1)}})
 """
-    out = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
-                         cwd=ROOT, env=server_env(), check=True, capture_output=True, text=True)
-    return [tuple(line.split()) for line in out.stdout.splitlines() if line.startswith("bench-")]
+    return node_tokens(code, server_env(), "bench-")
 
 
 def samples(client: int, batch: int, prefix: str) -> list[dict]:

@@ -43,7 +43,7 @@ from agent.client import Client  # noqa: E402
 from agent.collectors.fake import FakeCollector  # noqa: E402
 from agent.runner import Agent  # noqa: E402
 from agent.spool import Spool  # noqa: E402
-from bench.common import SECRET, database_url, recreate_database  # noqa: E402
+from bench.common import SECRET, database_url, node_tokens, recreate_database  # noqa: E402
 
 DATABASE_URL = database_url("gpuloans_soak")
 GPUS = 8
@@ -225,9 +225,7 @@ for k in range({agents}):
            "ALLOWED_HOSTS": "127.0.0.1"}
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env,
                    check=True)
-    out = subprocess.run([sys.executable, "manage.py", "shell", "--no-imports", "-c", code],
-                         cwd=ROOT, env=env, check=True, capture_output=True, text=True)
-    return [tuple(line.split()) for line in out.stdout.splitlines() if line.startswith("soak-")]
+    return node_tokens(code, env, "soak-")
 
 
 RECOUNT = """

@@ -1,4 +1,6 @@
-"""Checks shared by the metering tests."""
+"""Checks and helpers shared by the tests."""
+
+import socket
 
 import pytest
 
@@ -28,3 +30,10 @@ def assert_rollups_equal_a_recount() -> None:
         assert row.sample_count == sums.sample_count, key
         assert row.peak_gpus == pytest.approx(sums.peak_gpus, abs=1e-9), key
         assert row.reported_s == pytest.approx(sums.reported_s, abs=1e-9), key
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -11,15 +11,9 @@ from agent.collectors.fake import FakeCollector
 from agent.runner import Agent
 from agent.spool import Spool
 from metering.models import Node, UsageSample
-from tests.helpers import assert_rollups_equal_a_recount
+from tests.helpers import assert_rollups_equal_a_recount, free_port
 
 T0 = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ between them, started as a separate process against the test database."""
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,10 @@ import redis
 from django.conf import settings
 from django.db import connection
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = "redis://127.0.0.1:6379/9"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

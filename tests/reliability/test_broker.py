@@ -14,7 +14,8 @@ from django.test import Client as DjangoClient
 from django.utils import timezone
 
 from loans.models import ApiToken, PendingTask
-from tests.reliability.conftest import ROOT, free_port
+from tests.helpers import free_port
+from tests.reliability.conftest import ROOT
 from tests.reliability.fleet import Fleet
 
 pytestmark = pytest.mark.postgresql
