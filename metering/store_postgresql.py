@@ -13,6 +13,7 @@ Rows and upserts are sorted, so concurrent batches lock rows in one order (no de
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from operator import itemgetter
 
 import orjson
 import psycopg
@@ -112,7 +113,7 @@ def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]
     """Store the rows; returns how many were new and the batch indexes of conflicts.
     `finish` runs last inside the batch's transaction."""
     partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in {row[2] for row in rows}})
-    rows = sorted(rows, key=lambda row: (row[1], row[2]))
+    rows = sorted(rows, key=itemgetter(1, 2))  # by (gpu id, ts)
     try:
         return _write(rows, finish, staged=False)
     except IntegrityError as error:
@@ -158,11 +159,14 @@ def _through_staging(raw, rows: list[tuple]) -> tuple[list[tuple], list[int]]:
 
 
 def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:
-    """Add a batch's sums to the rollups in one statement (arrays in, sorted upserts)."""
+    """Add a batch's sums to the rollups in one statement (arrays in, sorted upserts).
+
+    A server-side prepared statement: Django's cursors bind parameters into the text, which
+    PostgreSQL would parse and plan on every batch (about a fifth of its time per batch)."""
     tenant_keys = sorted(by_tenant, key=lambda key: (key[0] or 0, key[1]))
     gpu_keys = sorted(by_gpu, key=lambda key: (key[0], key[1] or 0, key[2]))
     instant_keys = sorted(instants, key=lambda key: (key[0] or 0, key[1]))
-    raw.execute(ADD_SUMS, {name: _array(values) for name, values in {
+    params = {name: _array(values) for name, values in {
         "i_tenant": [key[0] for key in instant_keys], "i_ts": [key[1] for key in instant_keys],
         "i_gpus": [instants[key] for key in instant_keys],
         "t_tenant": [key[0] for key in tenant_keys], "t_hour": [key[1] for key in tenant_keys],
@@ -177,12 +181,16 @@ def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:
         "g_n": [by_gpu[key].sample_count for key in gpu_keys],
         "g_peak": [by_gpu[key].peak_gpus for key in gpu_keys],
         "g_rep": [by_gpu[key].reported_s for key in gpu_keys],
-    }.items()})
+    }.items()}
+    with psycopg.Cursor(raw.connection) as cursor:
+        cursor.execute(ADD_SUMS, params, prepare=True)
 
 
 def _array(values: list) -> str:
     """A PostgreSQL array literal: one string parameter instead of a list that the driver
     would quote element by element."""
-    return "{" + ",".join(
-        "NULL" if v is None else f'"{v.isoformat()}"' if isinstance(v, datetime) else repr(v)
-        for v in values) + "}"
+    if values and isinstance(values[0], datetime):
+        return "{" + ",".join(f'"{v.isoformat()}"' for v in values) + "}"
+    if None in values:
+        return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+    return "{" + ",".join(map(repr, values)) + "}"
