@@ -31,8 +31,9 @@ class Result:
 def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     oldest = now - timedelta(days=settings.RAW_RETENTION_DAYS)
     batch, rejected, repeats = wire.samples(envelope, now, oldest)
-    latest = {uuid: (index, model, memory) for uuid, index, model, memory in zip(
-        batch.gpu_uuid, batch.gpu_index, batch.model, batch.mem_total_mib, strict=True)}
+    # Each GPU's (index, model, memory) as its last sample in the batch reports them.
+    latest = dict(zip(batch.gpu_uuid, zip(batch.gpu_index, batch.model, batch.mem_total_mib,
+                                          strict=True), strict=True))
     gpu_ids = register_gpus(node, latest, now)
     ids = [gpu_ids.get(uuid) for uuid in batch.gpu_uuid]
     if None in ids:
