@@ -1,10 +1,10 @@
 """Ingestion throughput: the product's endpoint against raw COPY and a DRF baseline, in one run.
 
-    .venv/bin/python bench/ingest.py [--seconds 20] [--clients 4] [--workers 2]
+    .venv/bin/python bench/ingest.py [--seconds 20] [--rounds 4] [--clients 4] [--workers 2]
 
 Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuloans_bench;
-the database is dropped and created afresh). Three phases, each for --seconds, 500-sample
-batches of distinct samples:
+the database is dropped and created afresh). Three phases, each for --seconds in all, with
+500-sample batches of distinct samples:
 
   raw COPY   the same batches COPYed straight into the sample table, one transaction per batch,
              from as many connections as the server has workers: no HTTP, staging or rollups
@@ -12,8 +12,13 @@ batches of distinct samples:
   product    POST /api/v1/samples under gunicorn (sync workers) from --clients processes
   DRF        the same batches to a DRF Serializer(many=True) + bulk_create endpoint
 
+The speed of this kind of machine drifts by 15-25% over a minute, so raw COPY and the product
+run in --rounds alternating turns (raw first in one round, the product first in the next) and
+their ratio compares like with like. Each phase also prints how busy the machine's cores were
+and the CPU time one batch cost the whole machine (load generators, web workers, PostgreSQL).
+
 Then it checks that the product's rollups equal a recount of its raw samples. Prints samples/s,
-p50/p99 batch latency and the ratios. Figures vary 15-25% between runs on a 2-core machine.
+p50/p99 batch latency and the ratios.
 """
 
 import argparse
@@ -42,6 +47,7 @@ PORT = int(os.environ.get("BENCH_PORT", "8765"))
 DATABASE_URL = database_url("gpuloans_bench")
 BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
 HISTORY_DAYS = 30
+TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def server_env() -> dict:
@@ -94,9 +100,11 @@ def samples(client: int, batch: int, prefix: str) -> list[dict]:
     return out
 
 
-def post_loop(args: tuple) -> tuple[int, list[float], int]:
-    client, path, node, token, seconds, prefix = args
-    accepted, latencies, failures, batch = 0, [], 0, 0
+def post_loop(args: tuple) -> tuple[int, list[float], int, int]:
+    """One client posting batches for `seconds`, from its batch number `first` on; returns
+    samples accepted, latencies, failures and batches sent."""
+    client, path, node, token, prefix, seconds, first = args
+    accepted, latencies, failures, batch = 0, [], 0, first
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
@@ -114,13 +122,13 @@ def post_loop(args: tuple) -> tuple[int, list[float], int]:
             accepted += orjson.loads(answer)["accepted"]
         else:
             failures += 1
-    return accepted, latencies, failures
+    return accepted, latencies, failures, batch - first
 
 
-def copy_loop(args: tuple) -> tuple[int, list[float], int]:
+def copy_loop(args: tuple) -> tuple[int, list[float], int, int]:
     """Raw COPY of the same shape of rows, one transaction per 500-row batch."""
-    worker, seconds = args
-    rows_done, latencies, batch = 0, [], 0
+    worker, seconds, first = args
+    rows_done, latencies, batch = 0, [], first
     columns = ("gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction",
                "util_pct", "mem_used_mib", "power_w", "temp_c", "owner")
     types = ["int4", "timestamptz", "int8", "int8", "int2", "bool", "float8", "float8", "int4",
@@ -145,25 +153,62 @@ def copy_loop(args: tuple) -> tuple[int, list[float], int]:
                     copy.write_row(row)
             latencies.append(time.perf_counter() - started)
             rows_done += len(rows)
-    return rows_done, latencies, 0
+    return rows_done, latencies, 0, batch - first
 
 
-def run_phase(name: str, function, jobs: list) -> dict:
-    with multiprocessing.Pool(len(jobs)) as pool:
-        started = time.perf_counter()
-        results = pool.map(function, jobs)
-        elapsed = time.perf_counter() - started
-    count = sum(r[0] for r in results)
-    latencies = sorted(x for r in results for x in r[1])
-    failures = sum(r[2] for r in results)
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0
-    figures = {"name": name, "rate": count / elapsed, "count": count, "failures": failures,
-               "p50": statistics.median(latencies) * 1000 if latencies else 0,
-               "p99": p99 * 1000, "batches": len(latencies)}
-    print(f"  {name:<10} {figures['rate']:>10,.0f} samples/s  p50 {figures['p50']:6.1f} ms  "
-          f"p99 {figures['p99']:6.1f} ms  {figures['batches']} batches, {failures} failed",
-          flush=True)
-    return figures
+def cpu_jiffies() -> tuple[int, int]:
+    """The machine's busy and total CPU time so far, in clock ticks (/proc/stat)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(value) for value in stat.readline().split()[1:9]]
+    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # less idle and iowait
+
+
+class Phase:
+    """One kind of load, run in one or more turns by a pool of processes; the figures add up
+    over the turns, and each process goes on from the batch number where its last turn
+    stopped, so no sample is ever sent twice."""
+
+    def __init__(self, name: str, loop, jobs: list[tuple]):
+        self.name, self.loop, self.jobs = name, loop, jobs
+        self.next_batch = [0] * len(jobs)
+        self.count = self.failures = self.batches = self.busy = self.total = 0
+        self.elapsed = 0.0
+        self.latencies: list[float] = []
+
+    def run(self, seconds: float) -> None:
+        with multiprocessing.Pool(len(self.jobs)) as pool:
+            busy, total = cpu_jiffies()
+            started = time.perf_counter()
+            results = pool.map(self.loop, [(*job, seconds, first) for job, first
+                                           in zip(self.jobs, self.next_batch, strict=True)])
+            elapsed = time.perf_counter() - started
+            after = cpu_jiffies()
+        self.elapsed += elapsed
+        self.busy += after[0] - busy
+        self.total += after[1] - total
+        count = 0
+        for k, (done, latencies, failures, batches) in enumerate(results):
+            count += done
+            self.latencies += latencies
+            self.failures += failures
+            self.batches += batches
+            self.next_batch[k] += batches
+        self.count += count
+        print(f"    {self.name:<10} {count / elapsed:>10,.0f} samples/s", flush=True)
+
+    def report(self) -> dict:
+        latencies = sorted(self.latencies)
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))] if latencies else 0
+        figures = {"name": self.name, "rate": self.count / self.elapsed, "count": self.count,
+                   "p50": statistics.median(latencies) * 1000 if latencies else 0,
+                   "p99": p99 * 1000, "batches": self.batches,
+                   "cpu_ms": self.busy / TICKS / max(self.batches, 1) * 1000,
+                   "busy": self.busy / max(self.total, 1)}
+        print(f"  {self.name:<10} {figures['rate']:>10,.0f} samples/s  p50 {figures['p50']:6.1f} "
+              f"ms  p99 {figures['p99']:6.1f} ms  {self.batches} batches, {self.failures} failed"
+              f"  cores {figures['busy']:.0%} busy, {figures['cpu_ms']:.1f} CPU-ms a batch",
+              flush=True)
+        return figures
 
 
 def start_server(workers: int) -> subprocess.Popen:
@@ -218,27 +263,35 @@ def rollups_exact() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     print(f"database {DATABASE_URL}, {args.workers} gunicorn workers, {args.clients} clients, "
-          f"{BATCH}-sample batches, {args.seconds:g} s a phase", flush=True)
+          f"{BATCH}-sample batches, {args.seconds:g} s a phase in {args.rounds} rounds",
+          flush=True)
     recreate_database(DATABASE_URL)
     manage("migrate", "-v0")
     tokens = prepare(args.clients)
 
-    copy = run_phase("raw COPY", copy_loop, [(w, args.seconds) for w in range(args.workers)])
+    copy = Phase("raw COPY", copy_loop, [(w,) for w in range(args.workers)])
+    product = Phase("product", post_loop, [(c, "/api/v1/samples", node, token, "prod")
+                                           for c, (node, token) in enumerate(tokens)])
+    baseline = Phase("DRF", post_loop, [(c, "/bench/drf-samples", f"base-{c}", "-", "base")
+                                        for c in range(args.clients)])
     server = start_server(args.workers)
     try:
-        product = run_phase("product", post_loop, [
-            (c, "/api/v1/samples", node, token, args.seconds, "prod")
-            for c, (node, token) in enumerate(tokens)])
-        baseline = run_phase("DRF", post_loop, [
-            (c, "/bench/drf-samples", f"base-{c}", "-", args.seconds, "base")
-            for c in range(args.clients)])
+        for turn in range(args.rounds):
+            print(f"  round {turn + 1} of {args.rounds}", flush=True)
+            for phase in (copy, product) if turn % 2 == 0 else (product, copy):
+                phase.run(args.seconds / args.rounds)
+        print("  DRF baseline (one turn: its margin is far beyond the drift)", flush=True)
+        baseline.run(args.seconds)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+    print("totals:")
+    copy, product, baseline = copy.report(), product.report(), baseline.report()
     print(f"  product / raw COPY: {product['rate'] / copy['rate']:.0%} (target >= 60%)")
     print(f"  product / DRF:      {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
     print(f"  rollups: {rollups_exact()}")
