@@ -335,7 +335,7 @@ def test_overlapping_batches_posted_concurrently_leave_exact_rollups(transaction
 @pytest.mark.postgresql
 def test_the_rollup_statement_is_prepared_once_and_reused(client, token, tenant):
     """PostgreSQL parses and plans the rollup statement once per connection, not per batch
-    (it was a fifth of the database's time per batch)."""
+    (it was about 15% of the database's time per batch)."""
     for k in range(3):
         assert post(client, token, [sample(g, k) for g in range(4)]).status_code == 202
     with connection.cursor() as cursor:
