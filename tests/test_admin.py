@@ -1,9 +1,10 @@
 """The operators' console, through the pages an operator uses."""
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -20,8 +21,17 @@ CHANGELISTS = [
 ]
 
 
+# Mid-period for the contract (November in Shanghai), whatever the day the tests run.
+MOMENT = datetime(2026, 11, 20, 6, 30, tzinfo=UTC)
+
+
 @pytest.fixture
 def fleet(contract, other_tenant):
+    with time_machine.travel(MOMENT, tick=False):
+        yield _fleet(contract, other_tenant)
+
+
+def _fleet(contract, other_tenant):
     node = Node.objects.create(name="gpu-node-01", default_tenant=contract.tenant)
     gpu = Gpu.objects.create(uuid="GPU-aaaa", node=node, index=0, model="NVIDIA H100 80GB HBM3")
     AttributionRule.objects.create(tenant=other_tenant, field="namespace", value="speech")
