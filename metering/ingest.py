@@ -4,7 +4,6 @@ rollups kept exact (metering.store_postgresql, metering.store_sqlite)."""
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import repeat
 
 from django.conf import settings
 from django.db import connection
@@ -43,12 +42,12 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
                 f"node mismatch: {batch.gpu_uuid[k]} is registered to another node")}
             for k, gpu_id in enumerate(ids) if gpu_id is None)
         batch, ids = batch.keep(keep), [ids[k] for k in keep]
-    rows = list(zip(batch.index, ids, batch.ts, repeat(node.pk), _tenants(batch.owner, node),
-                    batch.interval_s, batch.allocated, batch.fraction, batch.util_pct,
-                    batch.mem_used_mib, batch.power_w, batch.temp_c, batch.owner, strict=False))
-    if rows:
+    columns = [batch.index, ids, batch.ts, [node.pk] * len(ids), _tenants(batch.owner, node),
+               batch.interval_s, batch.allocated, batch.fraction, batch.util_pct,
+               batch.mem_used_mib, batch.power_w, batch.temp_c, batch.owner]  # store.COLUMNS
+    if ids:
         store = store_postgresql if connection.vendor == "postgresql" else store_sqlite
-        inserted, conflicts = store.write(rows, finish=lambda: _seen(node, envelope, now))
+        inserted, conflicts = store.write(columns, finish=lambda: _seen(node, envelope, now))
     else:
         inserted, conflicts = 0, []
         _seen(node, envelope, now)
@@ -56,7 +55,7 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
         "conflict: a different sample is already stored for this gpu_uuid and ts")}
         for index in conflicts)
     rejected.sort(key=lambda item: item["index"])
-    return Result(inserted, repeats + len(rows) - inserted - len(conflicts), rejected)
+    return Result(inserted, repeats + len(ids) - inserted - len(conflicts), rejected)
 
 
 def _tenants(owners: list, node: Node) -> list[int | None]:

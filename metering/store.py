@@ -1,7 +1,8 @@
-"""What a batch's rows look like on their way to the sample table, and their rollup sums.
+"""What a batch looks like on its way to the sample table, and its rollup sums.
 
-A row: (index in the batch, gpu id, ts, node id, tenant id, interval_s, allocated, fraction,
-util_pct, mem_used_mib, power_w, temp_c, owner).
+A batch travels as columns, one list or tuple per name in COLUMNS: (index in the batch, gpu
+id, ts, node id, tenant id, interval_s, allocated, fraction, util_pct, mem_used_mib, power_w,
+temp_c, owner).
 """
 
 from operator import itemgetter
@@ -15,10 +16,18 @@ READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "p
            "temp_c", "owner")
 
 
-_TALLIED = itemgetter(1, 2, 4, 5, 6, 7, 8)  # what tally reads of a row
+def taken(columns: list, positions: list[int]) -> list[tuple]:
+    """The columns holding only the samples at `positions`, in that order."""
+    if len(positions) == 1:  # itemgetter of one position gives the value, not a tuple
+        return [(column[positions[0]],) for column in columns]
+    if not positions:
+        return [() for _column in columns]
+    take = itemgetter(*positions)
+    return [take(column) for column in columns]
 
 
-def batch_sums(rows: list[tuple]) -> tuple[dict, dict, dict]:
-    """Rollup sums of rows known to be new: per (tenant, hour), per (GPU, tenant, hour), and
-    the GPUs each tenant held at each instant (the writers turn those into peaks)."""
-    return tally(map(_TALLIED, rows))
+def batch_sums(columns: list) -> tuple[dict, dict, dict]:
+    """Rollup sums of samples known to be new: per (tenant, hour), per (GPU, tenant, hour),
+    and the GPUs each tenant held at each instant (the writers turn those into peaks)."""
+    _index, gpu, ts, _node, tenant, interval, allocated, fraction, util, *_rest = columns
+    return tally(zip(gpu, ts, tenant, interval, allocated, fraction, util, strict=True))

@@ -13,15 +13,12 @@ Rows and upserts are sorted, so concurrent batches lock rows in one order (no de
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from operator import itemgetter
 
-import orjson
 import psycopg
 from django.db import IntegrityError, connection, transaction
-from psycopg.types.json import set_json_dumps
 
-from metering import partitions
-from metering.store import COLUMNS, READING, batch_sums
+from metering import copy_binary, partitions
+from metering.store import COLUMNS, READING, batch_sums, taken
 
 STAGING = """
 CREATE TEMPORARY TABLE IF NOT EXISTS ingest_staging (
@@ -94,68 +91,63 @@ TYPES = ["int4", "int4", "timestamptz", "int8", "int8", "int2", "bool", "float8"
          "int4", "float8", "int2", "jsonb"]
 
 
-def _copy_rows(raw, statement: str, rows: list[tuple], *, with_index: bool) -> None:
-    """Binary COPY: PostgreSQL parses binary values faster than text, and with owners encoded
-    by orjson (instead of the standard json module) it is the cheapest path on both sides."""
-    set_json_dumps(orjson.dumps, context=raw)
-    with raw.copy(statement) as copy:
-        if with_index:
-            copy.set_types(TYPES)
-            for row in rows:
-                copy.write_row(row)
-        else:
-            copy.set_types(TYPES[1:])
-            for row in rows:
-                copy.write_row(row[1:])
-
-
-def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]]:
-    """Store the rows; returns how many were new and the batch indexes of conflicts.
-    `finish` runs last inside the batch's transaction."""
-    partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in {row[2] for row in rows}})
-    rows = sorted(rows, key=itemgetter(1, 2))  # by (gpu id, ts)
+def write(columns: list, finish: Callable[[], None]) -> tuple[int, list[int]]:
+    """Store the batch (store.COLUMNS); returns how many samples were new and the batch indexes
+    of conflicts. `finish` runs last inside the batch's transaction."""
+    partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(columns[2])})
+    keys = list(zip(columns[1], columns[2], strict=True))
+    columns = taken(columns, sorted(range(len(keys)), key=keys.__getitem__))  # by (gpu id, ts)
     try:
-        return _write(rows, finish, staged=False)
+        return _write(columns, finish, staged=False)
     except IntegrityError as error:
         if not isinstance(error.__cause__, psycopg.errors.UniqueViolation):
             raise
     # A stored key (a retry): the direct COPY and all of its transaction were rolled back
     # (cheaper in the common case than a savepoint around every COPY); go through staging.
-    return _write(rows, finish, staged=True)
+    return _write(columns, finish, staged=True)
 
 
-def _write(rows: list[tuple], finish: Callable[[], None], *, staged: bool
+def _write(columns: list, finish: Callable[[], None], *, staged: bool
            ) -> tuple[int, list[int]]:
     # The raw psycopg cursor bypasses Django's error translation; restore it, so that a lost
     # connection or a deadlock reaches the view as django.db.OperationalError (a 503).
     with transaction.atomic(), connection.cursor() as cursor, connection.wrap_database_errors:
         raw = cursor.cursor
         if staged:
-            new, conflicts = _through_staging(raw, rows)
+            new, conflicts = _through_staging(raw, columns)
         else:
-            _copy_rows(raw, DIRECT, rows, with_index=False)
-            new, conflicts = rows, []
-        if new:
+            _copy(raw, DIRECT, columns[1:], TYPES[1:])
+            new, conflicts = columns, []
+        if new[0]:
             _add_sums(raw, *batch_sums(new))
         finish()
-    return len(new), conflicts
+    return len(new[0]), conflicts
 
 
-def _through_staging(raw, rows: list[tuple]) -> tuple[list[tuple], list[int]]:
+def _copy(raw, statement: str, columns: list, types: list[str]) -> None:
+    """Binary COPY (PostgreSQL reads binary values faster than text), formatted a column at a
+    time (metering.copy_binary) and sent in one piece."""
+    data = copy_binary.rows(columns, types)
+    with raw.copy(statement) as copy:
+        copy.write(data)
+
+
+def _through_staging(raw, columns: list) -> tuple[list, list[int]]:
     # The temporary table belongs to the database session, which a restart or a dropped
     # connection replaces under Django's feet: ask for it every time (retries are rare).
     raw.execute(STAGING)
     # Emptied at every commit; emptied here too for a caller that batches in one transaction.
     raw.execute("DELETE FROM ingest_staging")
-    _copy_rows(raw, STAGED, rows, with_index=True)
+    _copy(raw, STAGED, columns, TYPES)
     raw.execute(INSERT_STAGED)
     inserted = set(raw.fetchall())
-    new = [row for row in rows if (row[1], row[2]) in inserted]
+    fresh = [k for k, key in enumerate(zip(columns[1], columns[2], strict=True))
+             if key in inserted]
     conflicts = []
-    if len(new) < len(rows):
+    if len(fresh) < len(columns[0]):
         raw.execute(CONFLICTS)
         conflicts = [index for (index,) in raw.fetchall()]
-    return new, conflicts
+    return taken(columns, fresh), conflicts
 
 
 def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:

@@ -10,8 +10,9 @@ from metering.store import COLUMNS, READING, batch_sums
 from metering.usage import floor_hour
 
 
-def write(rows: list[tuple], finish: Callable[[], None]) -> tuple[int, list[int]]:
+def write(columns: list, finish: Callable[[], None]) -> tuple[int, list[int]]:
     """The simple path: row by row inside one transaction (SQLite has one writer at a time)."""
+    rows = list(zip(*columns, strict=True))
     adapt = connection.ops.adapt_datetimefield_value
     insert = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
               f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))}) ON CONFLICT DO NOTHING")
@@ -41,8 +42,10 @@ def _reading(values: tuple) -> tuple:
 
 
 def _add_to_rollups(cursor, rows: list[tuple]) -> None:
+    if not rows:
+        return
     adapt = connection.ops.adapt_datetimefield_value
-    by_tenant, by_gpu, instants = batch_sums(rows)
+    by_tenant, by_gpu, instants = batch_sums(list(zip(*rows, strict=True)))
     peaks: dict[tuple, float] = {}
     for (tenant_id, ts), gpus in sorted(instants.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
         cursor.execute(
