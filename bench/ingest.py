@@ -175,7 +175,8 @@ class Phase:
         self.elapsed = 0.0
         self.latencies: list[float] = []
 
-    def run(self, seconds: float) -> None:
+    def run(self, seconds: float) -> float:
+        """One turn; returns its samples/s."""
         with multiprocessing.Pool(len(self.jobs)) as pool:
             busy, total = cpu_jiffies()
             started = time.perf_counter()
@@ -195,6 +196,7 @@ class Phase:
             self.next_batch[k] += batches
         self.count += count
         print(f"    {self.name:<10} {count / elapsed:>10,.0f} samples/s", flush=True)
+        return count / elapsed
 
     def report(self) -> dict:
         latencies = sorted(self.latencies)
@@ -283,8 +285,10 @@ def main() -> None:
     try:
         for turn in range(args.rounds):
             print(f"  round {turn + 1} of {args.rounds}", flush=True)
-            for phase in (copy, product) if turn % 2 == 0 else (product, copy):
-                phase.run(args.seconds / args.rounds)
+            rates = {phase.name: phase.run(args.seconds / args.rounds)
+                     for phase in ((copy, product) if turn % 2 == 0 else (product, copy))}
+            print(f"    product / raw COPY this round: "
+                  f"{rates['product'] / max(rates['raw COPY'], 1):.0%}", flush=True)
         print("  DRF baseline (one turn: its margin is far beyond the drift)", flush=True)
         baseline.run(args.seconds)
     finally:
