@@ -9,6 +9,7 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from operator import itemgetter
 
 import orjson
 
@@ -274,7 +275,7 @@ FIELDS = ("index", "gpu_uuid", "ts", "interval_s", "allocated", "fraction", "uti
 
 @dataclass(slots=True)
 class Columns:
-    """A batch's valid samples as columns, one list per field (in FIELDS order)."""
+    """A batch's valid samples as columns, one list or tuple per field (in FIELDS order)."""
 
     index: list
     gpu_uuid: list
@@ -299,8 +300,17 @@ class Columns:
         return cls(*([getattr(s, name) for s in valid] for name in FIELDS))
 
     def keep(self, positions: list[int]) -> "Columns":
-        return Columns(*([column[k] for k in positions]
-                         for column in (getattr(self, name) for name in FIELDS)))
+        return Columns(*taken([getattr(self, name) for name in FIELDS], positions))
+
+
+def taken(columns: list, positions: list[int]) -> list[tuple]:
+    """The columns holding only the samples at `positions`, in that order."""
+    if len(positions) == 1:  # itemgetter of one position gives the value, not a tuple
+        return [(column[positions[0]],) for column in columns]
+    if not positions:
+        return [() for _column in columns]
+    take = itemgetter(*positions)
+    return [take(column) for column in columns]
 
 
 def samples(raw: list, now: datetime, oldest: datetime) -> tuple[Columns, list[dict], int]:

@@ -5,8 +5,6 @@ id, ts, node id, tenant id, interval_s, allocated, fraction, util_pct, mem_used_
 temp_c, owner).
 """
 
-from operator import itemgetter
-
 from metering.usage import tally
 
 COLUMNS = ("idx", "gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction",
@@ -14,16 +12,6 @@ COLUMNS = ("idx", "gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocat
 # What a resent sample must repeat exactly; anything else under a stored key is a conflict.
 READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "power_w",
            "temp_c", "owner")
-
-
-def taken(columns: list, positions: list[int]) -> list[tuple]:
-    """The columns holding only the samples at `positions`, in that order."""
-    if len(positions) == 1:  # itemgetter of one position gives the value, not a tuple
-        return [(column[positions[0]],) for column in columns]
-    if not positions:
-        return [() for _column in columns]
-    take = itemgetter(*positions)
-    return [take(column) for column in columns]
 
 
 def batch_sums(columns: list) -> tuple[dict, dict, dict]:

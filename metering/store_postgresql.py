@@ -18,7 +18,8 @@ import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from metering import copy_binary, partitions
-from metering.store import COLUMNS, READING, batch_sums, taken
+from metering.protocol import taken
+from metering.store import COLUMNS, READING, batch_sums
 
 STAGING = """
 CREATE TEMPORARY TABLE IF NOT EXISTS ingest_staging (

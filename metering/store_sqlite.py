@@ -6,30 +6,30 @@ from collections.abc import Callable
 
 from django.db import connection, transaction
 
+from metering.protocol import taken
 from metering.store import COLUMNS, READING, batch_sums
 from metering.usage import floor_hour
 
 
 def write(columns: list, finish: Callable[[], None]) -> tuple[int, list[int]]:
     """The simple path: row by row inside one transaction (SQLite has one writer at a time)."""
-    rows = list(zip(*columns, strict=True))
     adapt = connection.ops.adapt_datetimefield_value
     insert = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
               f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))}) ON CONFLICT DO NOTHING")
     stored = (f"SELECT {', '.join(READING)} FROM metering_usagesample "
               "WHERE gpu_id = %s AND ts = %s")
-    inserted, conflicts = [], []
+    inserted, conflicts = [], []  # positions in `columns`; the samples' batch indexes
     with transaction.atomic(), connection.cursor() as cursor:
-        for row in rows:
+        for position, row in enumerate(zip(*columns, strict=True)):
             index, gpu_id, ts, *rest, owner = row
             cursor.execute(insert, [gpu_id, adapt(ts), *rest, json.dumps(owner) if owner else None])
             if cursor.rowcount == 1:
-                inserted.append(row)
+                inserted.append(position)
                 continue
             cursor.execute(stored, [gpu_id, adapt(ts)])
             if _reading(cursor.fetchone()) != _reading(row[5:]):
                 conflicts.append(index)
-        _add_to_rollups(cursor, inserted)
+        _add_to_rollups(cursor, taken(columns, inserted))
         finish()
     return len(inserted), conflicts
 
@@ -41,11 +41,9 @@ def _reading(values: tuple) -> tuple:
     return (*head, json.loads(owner) if isinstance(owner, str) else owner)
 
 
-def _add_to_rollups(cursor, rows: list[tuple]) -> None:
-    if not rows:
-        return
+def _add_to_rollups(cursor, columns: list) -> None:
     adapt = connection.ops.adapt_datetimefield_value
-    by_tenant, by_gpu, instants = batch_sums(list(zip(*rows, strict=True)))
+    by_tenant, by_gpu, instants = batch_sums(columns)
     peaks: dict[tuple, float] = {}
     for (tenant_id, ts), gpus in sorted(instants.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
         cursor.execute(
