@@ -12,6 +12,9 @@ import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
+# Static files are served from the packages; a bench has no collected directory, and WhiteNoise
+# would warn of it in every process. For a server's environment:
+QUIET_STATIC = {"PYTHONWARNINGS": "ignore:No directory at"}
 
 
 def database_url(default_name: str) -> str:
@@ -43,5 +46,4 @@ def in_process(url: str) -> None:
         "DATABASE_URL": url, "DEBUG": "0", "ALLOWED_HOSTS": "testserver", "SECRET_KEY": SECRET,
         "DJANGO_SETTINGS_MODULE": "config.settings", "LOG_LEVEL": "WARNING",
     })
-    # Static files are served from the packages; a bench has no collected directory.
-    warnings.filterwarnings("ignore", "No directory at")
+    warnings.filterwarnings("ignore", "No directory at")  # as QUIET_STATIC

@@ -3,18 +3,22 @@
     .venv/bin/python bench/ingest.py [--seconds 20] [--rounds 4] [--clients 4] [--workers 2]
 
 Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/gpuloans_bench;
-the database is dropped and created afresh). Three phases, each for --seconds in all, with
+the database is dropped and created afresh). Four phases, each for --seconds in all, with
 500-sample batches of distinct samples:
 
-  raw COPY   the same batches COPYed straight into the sample table, one transaction per batch,
-             from as many connections as the server has workers: no HTTP, staging or rollups
-             (the database's durable-batch limit for this schema; PERFORMANCE.md)
-  product    POST /api/v1/samples under gunicorn (sync workers) from --clients processes
-  DRF        the same batches to a DRF Serializer(many=True) + bulk_create endpoint
+  raw COPY    the same batches COPYed straight into the sample table, one transaction per batch,
+              from as many connections as the server has workers: no HTTP, staging or rollups
+              (the database's durable-batch limit for this schema; PERFORMANCE.md)
+  product     POST /api/v1/samples under gunicorn (sync workers) from --clients processes
+  in process  the product's ingestion (metering.wire and metering.ingest: validation,
+              attribution, COPY, rollups) called in process, one process per server worker:
+              the product without HTTP, so that its cost splits between the database work and
+              the web tier
+  DRF         the same batches to a DRF Serializer(many=True) + bulk_create endpoint
 
-The speed of this kind of machine drifts by 15-25% over a minute, so raw COPY and the product
-run in --rounds alternating turns (raw first in one round, the product first in the next) and
-their ratio compares like with like. Each phase also prints how busy the machine's cores were
+The speed of this kind of machine drifts by 15-25% over a minute, so raw COPY, the product and
+the product in process run in --rounds turns, each round starting with the next of them, and
+their ratios compare like with like. Each phase also prints how busy the machine's cores were
 and the CPU time one batch cost the whole machine (load generators, web workers, PostgreSQL).
 
 Then it checks that the product's rollups equal a recount of its raw samples. Prints samples/s,
@@ -33,13 +37,21 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import django
 import orjson
 import psycopg
 from psycopg.types.json import set_json_dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import SECRET, database_url, node_tokens, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    QUIET_STATIC,
+    SECRET,
+    database_url,
+    in_process,
+    node_tokens,
+    recreate_database,
+)
 
 BATCH = 500
 GPUS_PER_CLIENT = 50
@@ -56,7 +68,7 @@ def server_env() -> dict:
         "SECRET_KEY": SECRET,
         "ALLOWED_HOSTS": "127.0.0.1", "INGEST_REQUESTS_PER_MINUTE": "0",
         "DJANGO_SETTINGS_MODULE": "bench.settings", "LOG_LEVEL": "WARNING",
-        "BEHIND_TLS_PROXY": "0",
+        "BEHIND_TLS_PROXY": "0", **QUIET_STATIC,
     }
 
 
@@ -76,6 +88,7 @@ for c in range({clients}):
     node = Node.objects.create(name=f"bench-{{c}}", default_tenant=tenant)
     print(node.name, node.issue_token())
     Node.objects.create(name=f"base-{{c}}")
+    Node.objects.create(name=f"direct-{{c}}", default_tenant=tenant)
 today = date.today()
 days = {{today - timedelta(days=k) for k in range({HISTORY_DAYS + 2})}}
 ensure_partitions(days | {{today + timedelta(days=1)}})
@@ -154,6 +167,30 @@ def copy_loop(args: tuple) -> tuple[int, list[float], int, int]:
             latencies.append(time.perf_counter() - started)
             rows_done += len(rows)
     return rows_done, latencies, 0, batch - first
+
+
+def ingest_loop(args: tuple) -> tuple[int, list[float], int, int]:
+    """The product's ingestion called in process (Django is set up before the pool forks; each
+    process opens its own connection)."""
+    from django.db import connection
+
+    from metering import wire
+    from metering.ingest import ingest
+    from metering.models import Node
+
+    client, seconds, first = args
+    node = Node.objects.get(name=f"direct-{client}")
+    accepted, latencies, batch = 0, [], first
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        body = orjson.dumps({"node": node.name, "agent_version": "bench", "samples":
+                             samples(client, batch, "direct")})
+        batch += 1
+        started = time.perf_counter()
+        accepted += ingest(node, wire.parse(body), now=datetime.now(UTC)).accepted
+        latencies.append(time.perf_counter() - started)
+    connection.close()
+    return accepted, latencies, 0, batch - first
 
 
 def cpu_jiffies() -> tuple[int, int]:
@@ -275,29 +312,36 @@ def main() -> None:
     recreate_database(DATABASE_URL)
     manage("migrate", "-v0")
     tokens = prepare(args.clients)
+    in_process(DATABASE_URL)
+    django.setup()  # for the in-process phase, before its processes fork; no connection yet
 
     copy = Phase("raw COPY", copy_loop, [(w,) for w in range(args.workers)])
     product = Phase("product", post_loop, [(c, "/api/v1/samples", node, token, "prod")
                                            for c, (node, token) in enumerate(tokens)])
+    direct = Phase("in process", ingest_loop, [(w,) for w in range(args.workers)])
     baseline = Phase("DRF", post_loop, [(c, "/bench/drf-samples", f"base-{c}", "-", "base")
                                         for c in range(args.clients)])
     server = start_server(args.workers)
     try:
         for turn in range(args.rounds):
             print(f"  round {turn + 1} of {args.rounds}", flush=True)
-            rates = {phase.name: phase.run(args.seconds / args.rounds)
-                     for phase in ((copy, product) if turn % 2 == 0 else (product, copy))}
-            print(f"    product / raw COPY this round: "
-                  f"{rates['product'] / max(rates['raw COPY'], 1):.0%}", flush=True)
+            order = [copy, product, direct][turn % 3:] + [copy, product, direct][:turn % 3]
+            rates = {phase.name: phase.run(args.seconds / args.rounds) for phase in order}
+            raw = max(rates["raw COPY"], 1)
+            print(f"    of raw COPY this round: product {rates['product'] / raw:.0%}, "
+                  f"in process {rates['in process'] / raw:.0%}", flush=True)
         print("  DRF baseline (one turn: its margin is far beyond the drift)", flush=True)
         baseline.run(args.seconds)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
     print("totals:")
-    copy, product, baseline = copy.report(), product.report(), baseline.report()
-    print(f"  product / raw COPY: {product['rate'] / copy['rate']:.0%} (target >= 60%)")
-    print(f"  product / DRF:      {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
+    copy, product = copy.report(), product.report()
+    direct, baseline = direct.report(), baseline.report()
+    print(f"  product / raw COPY:    {product['rate'] / copy['rate']:.0%} (target >= 60%)")
+    print(f"  in process / raw COPY: {direct['rate'] / copy['rate']:.0%} "
+          "(the same ingestion without HTTP)")
+    print(f"  product / DRF:         {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
     print(f"  rollups: {rollups_exact()}")
 
 

@@ -43,7 +43,13 @@ from agent.client import Client  # noqa: E402
 from agent.collectors.fake import FakeCollector  # noqa: E402
 from agent.runner import Agent  # noqa: E402
 from agent.spool import Spool  # noqa: E402
-from bench.common import SECRET, database_url, node_tokens, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    QUIET_STATIC,
+    SECRET,
+    database_url,
+    node_tokens,
+    recreate_database,
+)
 
 DATABASE_URL = database_url("gpuloans_soak")
 GPUS = 8
@@ -156,7 +162,7 @@ class Services:
                     "LOG_LEVEL": "ERROR", "DJANGO_SETTINGS_MODULE": "config.settings",
                     "CACHE_URL": f"redis://127.0.0.1:{self.redis_port}/0",
                     "INGEST_REQUESTS_PER_MINUTE": "30",
-                    "PROMETHEUS_MULTIPROC_DIR": str(self.metrics)}
+                    "PROMETHEUS_MULTIPROC_DIR": str(self.metrics), **QUIET_STATIC}
         self.web: subprocess.Popen | None = None
         self.redis: subprocess.Popen | None = None
 
