@@ -48,6 +48,23 @@ def _token(request: HttpRequest) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+def _body(request: HttpRequest, limit: int) -> bytes | HttpResponse:
+    """At most limit + 1 bytes of the body, or the refusal of a body this view cannot read.
+
+    A chunked body (no Content-Length; some HTTP clients stream so) is read when the server
+    has decoded it and says the input ends (gunicorn sets wsgi.input_terminated); Django
+    itself would read it as empty."""
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding not in ("", "identity"):
+        return _refuse(400, f"Content-Encoding {encoding[:40]!r} is not accepted; "
+                            "send the batch as plain JSON")
+    if "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+        return request.read(limit + 1)
+    if not request.META.get("wsgi.input_terminated"):
+        return _refuse(400, "this server reads no chunked bodies; send a Content-Length")
+    return request.META["wsgi.input"].read(limit + 1)
+
+
 @csrf_exempt
 def samples(request: HttpRequest) -> HttpResponse:
     started = time.perf_counter()
@@ -79,7 +96,9 @@ def _take(request: HttpRequest) -> HttpResponse | Result:
         wait = _throttled(node)
         if wait:
             return _refuse(429, "too many requests from this node", Retry_After=str(wait))
-        body = request.read(limit + 1)
+        body = _body(request, limit)
+        if isinstance(body, HttpResponse):
+            return body
         if len(body) > limit:
             return _refuse(413, too_big)
         envelope = wire.parse(body)

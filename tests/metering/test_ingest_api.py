@@ -242,6 +242,25 @@ def test_a_malformed_envelope_is_a_400_with_a_reason(client, token, body, messag
     assert not UsageSample.objects.exists()
 
 
+def test_a_compressed_body_is_a_400_that_says_to_send_plain_json(client, token):
+    response = client.post(URL, b"\x1f\x8b\x08\x00", content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_CONTENT_ENCODING="gzip")
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "Content-Encoding 'gzip' is not accepted; send the batch as plain JSON"}
+
+
+def test_a_chunked_body_the_server_cannot_read_is_a_400_that_asks_for_a_length(client, token):
+    """The development server does not decode chunked bodies (gunicorn does: see
+    tests/reliability/test_http.py); Django would read such a body as empty."""
+    body = json.dumps({"node": "gpu-node-01", "samples": [sample()]})
+    response = client.post(URL, body, content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_TRANSFER_ENCODING="chunked")
+    assert response.status_code == 400
+    assert "send a Content-Length" in response.json()["error"]
+    assert not UsageSample.objects.exists()
+
+
 def test_an_empty_batch_is_accepted_and_marks_the_node_seen(client, token, node):
     assert post(client, token, []).json() == {"accepted": 0, "duplicates": 0, "rejected": []}
     node.refresh_from_db()
