@@ -8,8 +8,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -58,6 +59,10 @@ def operator_required(view):
         return view(request, *args, **kwargs)
 
     return check
+
+
+def favicon(request: HttpRequest) -> HttpResponseRedirect:
+    return HttpResponseRedirect(static("img/favicon.svg"))
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -49,3 +49,21 @@ def test_a_team_lead_is_kept_out_of_the_console(live_server, page, lead):
     log_in(page, live_server.url, "lead")
     expect(page.locator(".errornote")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/admin/login/"))
+
+
+ICON = """() => {
+    const link = document.querySelector("link[rel=icon]");
+    return link ? link.href : location.origin + "/favicon.ico";
+}"""
+
+
+def test_every_kind_of_page_shows_the_product_icon(live_server, page, operator):
+    """Pages that name their icon, and those that do not (the browsable API), where browsers
+    ask for /favicon.ico."""
+    log_in(page, live_server.url, "operator")
+    for path in ("/admin/", "/en/fleet/", "/api/v1/"):
+        page.goto(f"{live_server.url}{path}")
+        icon = page.request.get(page.evaluate(ICON))
+        assert icon.ok, (path, icon.status)
+        assert icon.headers["content-type"].startswith("image/svg+xml"), path
+        assert b"<svg" in icon.body()

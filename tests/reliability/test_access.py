@@ -25,6 +25,7 @@ BACK = (302, "/en/tenants/vision/")  # a page form's answer: back to the page, w
 # {n}: the node whose token the agent holds.
 TABLE = {
     "healthz": ("GET", "/healthz", {"*": 200}),
+    "favicon": ("GET", "/favicon.ico", {"*": 302}),
     "metrics": ("GET", "/metrics", {"*": 403}),
     "set_language": ("POST", "/i18n/setlang/", {"*": 302}),
     "api-samples": ("POST", "/api/v1/samples", {"*": 401, "agent": 202}),
