@@ -19,13 +19,16 @@ the database is dropped and created afresh). Four phases, each for --seconds in 
 The speed of this kind of machine drifts by 15-25% over a minute, so raw COPY, the product and
 the product in process run in --rounds turns, each round starting with the next of them, and
 their ratios compare like with like. Each phase also prints how busy the machine's cores were
-and the CPU time one batch cost the whole machine (load generators, web workers, PostgreSQL).
+and the CPU time one batch cost the whole machine, and of that the web workers', PostgreSQL's
+(when it runs on this machine) and the client processes' (the load generators; in the
+in-process phase they run the ingestion too).
 
 Then it checks that the product's rollups equal a recount of its raw samples. Prints samples/s,
 p50/p99 batch latency and the ratios.
 """
 
 import argparse
+import gc
 import http.client
 import multiprocessing
 import os
@@ -44,6 +47,7 @@ from psycopg.types.json import set_json_dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench import cpu  # noqa: E402
 from bench.common import (  # noqa: E402
     QUIET_STATIC,
     SECRET,
@@ -59,7 +63,6 @@ PORT = int(os.environ.get("BENCH_PORT", "8765"))
 DATABASE_URL = database_url("gpuloans_bench")
 BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
 HISTORY_DAYS = 30
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def server_env() -> dict:
@@ -193,34 +196,32 @@ def ingest_loop(args: tuple) -> tuple[int, list[float], int, int]:
     return accepted, latencies, 0, batch - first
 
 
-def cpu_jiffies() -> tuple[int, int]:
-    """The machine's busy and total CPU time so far, in clock ticks (/proc/stat)."""
-    with open("/proc/stat") as stat:
-        ticks = [int(value) for value in stat.readline().split()[1:9]]
-    return sum(ticks) - ticks[3] - ticks[4], sum(ticks)  # less idle and iowait
-
-
 class Phase:
     """One kind of load, run in one or more turns by a pool of processes; the figures add up
     over the turns, and each process goes on from the batch number where its last turn
     stopped, so no sample is ever sent twice."""
 
-    def __init__(self, name: str, loop, jobs: list[tuple]):
-        self.name, self.loop, self.jobs = name, loop, jobs
+    def __init__(self, name: str, loop, jobs: list[tuple], split: cpu.Split):
+        self.name, self.loop, self.jobs, self.split = name, loop, jobs, split
         self.next_batch = [0] * len(jobs)
         self.count = self.failures = self.batches = self.busy = self.total = 0
         self.elapsed = 0.0
         self.latencies: list[float] = []
+        self.by_kind: dict[str, float] = {}
 
     def run(self, seconds: float) -> float:
         """One turn; returns its samples/s."""
         with multiprocessing.Pool(len(self.jobs)) as pool:
-            busy, total = cpu_jiffies()
+            kinds = self.split.read()
+            busy, total = cpu.machine()
             started = time.perf_counter()
             results = pool.map(self.loop, [(*job, seconds, first) for job, first
                                            in zip(self.jobs, self.next_batch, strict=True)])
             elapsed = time.perf_counter() - started
-            after = cpu_jiffies()
+            after = cpu.machine()
+        # After the pool has exited: its processes' CPU time is now this process's children's.
+        for kind, used in self.split.read().items():
+            self.by_kind[kind] = self.by_kind.get(kind, 0.0) + used - kinds[kind]
         self.elapsed += elapsed
         self.busy += after[0] - busy
         self.total += after[1] - total
@@ -241,11 +242,16 @@ class Phase:
         figures = {"name": self.name, "rate": self.count / self.elapsed, "count": self.count,
                    "p50": statistics.median(latencies) * 1000 if latencies else 0,
                    "p99": p99 * 1000, "batches": self.batches,
-                   "cpu_ms": self.busy / TICKS / max(self.batches, 1) * 1000,
+                   "cpu_ms": self.busy / cpu.TICKS / max(self.batches, 1) * 1000,
                    "busy": self.busy / max(self.total, 1)}
         print(f"  {self.name:<10} {figures['rate']:>10,.0f} samples/s  p50 {figures['p50']:6.1f} "
               f"ms  p99 {figures['p99']:6.1f} ms  {self.batches} batches, {self.failures} failed"
               f"  cores {figures['busy']:.0%} busy, {figures['cpu_ms']:.1f} CPU-ms a batch",
+              flush=True)
+        per_batch = {kind: used / max(self.batches, 1) * 1000
+                     for kind, used in self.by_kind.items()}
+        print(f"  {'':<10} of which: web workers {per_batch['web']:.1f}, PostgreSQL "
+              f"{per_batch['PostgreSQL']:.1f}, client processes {per_batch['clients']:.1f}",
               flush=True)
         return figures
 
@@ -314,14 +320,16 @@ def main() -> None:
     tokens = prepare(args.clients)
     in_process(DATABASE_URL)
     django.setup()  # for the in-process phase, before its processes fork; no connection yet
+    gc.freeze()  # so that the collector in a forked process never copies the parent's heap
 
-    copy = Phase("raw COPY", copy_loop, [(w,) for w in range(args.workers)])
-    product = Phase("product", post_loop, [(c, "/api/v1/samples", node, token, "prod")
-                                           for c, (node, token) in enumerate(tokens)])
-    direct = Phase("in process", ingest_loop, [(w,) for w in range(args.workers)])
-    baseline = Phase("DRF", post_loop, [(c, "/bench/drf-samples", f"base-{c}", "-", "base")
-                                        for c in range(args.clients)])
     server = start_server(args.workers)
+    split = cpu.Split(server.pid, cpu.postmaster(DATABASE_URL))
+    copy = Phase("raw COPY", copy_loop, [(w,) for w in range(args.workers)], split)
+    product = Phase("product", post_loop, [(c, "/api/v1/samples", node, token, "prod")
+                                           for c, (node, token) in enumerate(tokens)], split)
+    direct = Phase("in process", ingest_loop, [(w,) for w in range(args.workers)], split)
+    baseline = Phase("DRF", post_loop, [(c, "/bench/drf-samples", f"base-{c}", "-", "base")
+                                        for c in range(args.clients)], split)
     try:
         for turn in range(args.rounds):
             print(f"  round {turn + 1} of {args.rounds}", flush=True)
