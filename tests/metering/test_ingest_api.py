@@ -316,6 +316,20 @@ def test_only_post_is_allowed(client):
     assert client.get(URL).status_code == 405
 
 
+def test_the_endpoint_keeps_request_ids_and_allowed_hosts_and_sets_no_cookie(client, token):
+    """Agents are answered ahead of the pages' middleware (metering.middleware); what every
+    request needs still applies."""
+    response = post(client, token, [sample()])
+    assert response.status_code == 202
+    assert len(response["X-Request-ID"]) == 32
+    assert not response.cookies
+    body = json.dumps({"node": "gpu-node-01", "samples": [sample(0, 1)]})
+    hostile = client.post(URL, body, content_type="application/json", HTTP_HOST="evil.example",
+                          HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert hostile.status_code == 400
+    assert UsageSample.objects.count() == 1
+
+
 @pytest.mark.postgresql
 def test_overlapping_batches_posted_concurrently_leave_exact_rollups(transactional_db, tenant):
     """Two agents' batches and a racing resend of each, all for one tenant and hour at once."""
