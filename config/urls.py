@@ -21,7 +21,7 @@ router.register("bursts", api_bursts.BurstViewSet, basename="burst")
 urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", views.healthz, name="healthz"),
-    # For pages that name no icon (the API docs) and browsers that ask anyway.
+    # For pages that name no icon (the browsable API, JSON opened in a browser).
     path("favicon.ico", views.favicon, name="favicon"),
     path("metrics", metrics.view, name="metrics"),
     path("api/v1/samples", metering_api.samples, name="api-samples"),
