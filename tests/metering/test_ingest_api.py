@@ -330,6 +330,18 @@ def test_the_endpoint_keeps_request_ids_and_allowed_hosts_and_sets_no_cookie(cli
     assert UsageSample.objects.count() == 1
 
 
+def test_a_bug_behind_the_endpoint_is_a_logged_json_500(token, monkeypatch, caplog):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("metering.api.ingest", broken)
+    response = post(Client(raise_request_exception=False), token, [sample()])
+    assert response.status_code == 500
+    assert response.json() == {"detail": "Server error; it has been logged."}
+    assert any(record.exc_info and "a bug" in str(record.exc_info[1])
+               for record in caplog.records if record.name == "django.request")
+
+
 @pytest.mark.postgresql
 def test_overlapping_batches_posted_concurrently_leave_exact_rollups(transactional_db, tenant):
     """Two agents' batches and a racing resend of each, all for one tenant and hour at once."""
