@@ -6,8 +6,10 @@ from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import permissions, serializers, status, viewsets
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from loans import charts
@@ -16,6 +18,7 @@ from loans.billing import local_midnight
 from loans.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
 from loans.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
+from loans.renderers import UsageCSVRenderer
 from loans.serializers import (
     ContractSerializer,
     PlanSerializer,
@@ -93,13 +96,17 @@ def _row(start, hours: list[Hour]) -> dict:
 
 class TenantUsage(APIView):
     """A tenant's metered GPU-hours by hour or by day: operators see every tenant, members
-    their own; any other tenant answers 404."""
+    their own; any other tenant answers 404. `?format=csv` gives the rows as a CSV file."""
 
-    @extend_schema(parameters=[UsageQuery], responses={200: inline_serializer("TenantUsage", {
-        "tenant": serializers.CharField(), "granularity": serializers.CharField(),
-        "time_zone": serializers.CharField(), "start": serializers.DateTimeField(),
-        "end": serializers.DateTimeField(), "totals": UsageRowSerializer(),
-        "rows": UsageRowSerializer(many=True)})})
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, UsageCSVRenderer]
+
+    @extend_schema(parameters=[UsageQuery], responses={
+        (200, "application/json"): inline_serializer("TenantUsage", {
+            "tenant": serializers.CharField(), "granularity": serializers.CharField(),
+            "time_zone": serializers.CharField(), "start": serializers.DateTimeField(),
+            "end": serializers.DateTimeField(), "totals": UsageRowSerializer(),
+            "rows": UsageRowSerializer(many=True)}),
+        (200, "text/csv"): OpenApiTypes.STR})
     def get(self, request: Request, slug: str) -> Response:
         tenant = tenant_for_user(request.user, slug)
         query = UsageQuery(data=request.query_params)
@@ -115,11 +122,24 @@ class TenantUsage(APIView):
             rows = [_row(local_midnight(day, zone), group) for day, group in days.items()]
         totals = _row(start, hours)
         del totals["start"]
-        return Response({
-            "tenant": tenant.slug, "granularity": query.validated_data["granularity"],
+        granularity = query.validated_data["granularity"]
+        response = Response({
+            "tenant": tenant.slug, "granularity": granularity,
             "time_zone": zone.key, "start": start.isoformat(), "end": end.isoformat(),
             "totals": totals, "rows": rows,
         })
+        if request.accepted_renderer.format == "csv":
+            name = f"{tenant.slug}-usage-by-{granularity}-{start.astimezone(zone):%Y%m%d}.csv"
+            response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
+    def finalize_response(self, request: Request, response: Response, *args, **kwargs):
+        """A refusal is JSON ({"detail"} or {parameter: [messages]}), CSV asked for or not."""
+        renderer = getattr(request, "accepted_renderer", None)
+        if response.status_code >= 400 and renderer is not None and renderer.format == "csv":
+            request.accepted_renderer, request.accepted_media_type = (
+                JSONRenderer(), JSONRenderer.media_type)
+        return super().finalize_response(request, response, *args, **kwargs)
 
 
 

@@ -1,5 +1,7 @@
 """The REST API as integrations and operators call it, with API tokens."""
 
+import csv
+import io
 import json
 from datetime import datetime, timedelta
 
@@ -102,6 +104,30 @@ def test_a_bad_usage_query_is_a_400_naming_the_parameter(client, lead, query, fi
     response = usage(client, "vision", bearer(lead), **query)
     assert response.status_code == 400
     assert message in str(response.json()[field])
+
+
+def test_usage_comes_as_a_csv_file_with_the_same_rows(client, lead, metered):
+    start, end = metered
+    query = {"start": start.isoformat(), "end": end.isoformat()}
+    answer = usage(client, "vision", bearer(lead), **query).json()
+    response = usage(client, "vision", bearer(lead), format="csv", **query)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/csv; charset=utf-8"
+    assert response["Content-Disposition"].startswith(
+        'attachment; filename="vision-usage-by-hour-')
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0] == ["start", "allocated_gpu_hours", "busy_gpu_hours", "peak_gpus", "samples"]
+    assert len(rows) == 1 + 5
+    assert rows[1:] == [[str(row[name]) for name in rows[0]] for row in answer["rows"]]
+
+
+def test_a_refused_csv_usage_query_answers_in_json(client, lead, other_tenant):
+    response = usage(client, "vision", bearer(lead), format="csv", granularity="minute")
+    assert response.status_code == 400
+    assert "is not a valid choice" in str(response.json()["granularity"])
+    response = usage(client, "speech", bearer(lead), format="csv")
+    assert response.status_code == 404
+    assert response.json() == {"detail": "No such tenant."}
 
 
 def api(client, method, url, headers, body=None):
