@@ -66,7 +66,7 @@ def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[
     return hours
 
 
-@dataclass
+@dataclass(slots=True)
 class _Sums:
     allocated_gpu_s: float = 0.0
     busy_gpu_s: float = 0.0

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Annotated
 
 import msgspec
+from msgspec.structs import astuple
 
 from metering import protocol
 from metering.protocol import INT32, MAX_TEXT, MAX_UUID, Columns
@@ -86,48 +87,42 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
     """The samples as columns if every one is valid and the batch repeats no key, else None."""
     if not samples:
         return None
-    uuids = [s.gpu_uuid for s in samples]
+    # One C-level transpose: a tuple per field, in Sample's field order.
+    (uuids, texts, intervals, allocated, fractions, utils, memory, totals, power, temps,
+     indexes, models, owners) = zip(*map(astuple, samples), strict=True)
     if not all(u.isprintable() and u == u.strip() for u in set(uuids)):
         return None
-    texts = [s.ts for s in samples]
     times = {}
     for text in set(texts):
         try:
             times[text] = protocol.timestamp(text, now, oldest)
         except protocol.Invalid:
             return None
-    stamps = [times[text] for text in texts]
+    stamps = list(map(times.__getitem__, texts))
     if len(set(zip(uuids, stamps, strict=True))) != len(samples):
         return None  # repeats inside the batch: the careful path sorts them out
-    models = [s.model for s in samples]
     if not all(m is None or protocol.is_text(m) for m in set(models)):
         return None
-    owners = _owners([s.owner for s in samples])
+    owners = _owners(owners)
     if owners is None:
         return None
-    return Columns(
-        list(range(len(samples))), uuids, stamps, [s.interval_s for s in samples],
-        [s.allocated for s in samples], [s.fraction for s in samples],
-        [s.util_pct for s in samples], [s.mem_used_mib for s in samples],
-        [s.mem_total_mib for s in samples], [s.power_w for s in samples],
-        [s.temp_c for s in samples], [s.gpu_index for s in samples], models, owners,
-    )
+    return Columns(list(range(len(samples))), uuids, stamps, intervals, allocated, fractions,
+                   utils, memory, totals, power, temps, indexes, models, owners)
 
 
-def _owners(values: list[Owner | None]) -> list[dict | None] | None:
-    """Owners as the careful path leaves them; equal owners share one dict (cheap to encode
-    and to attribute)."""
-    known: dict[Owner, dict | None] = {}
-    out = []
-    for value in values:
-        if value is None:
-            out.append(None)
-            continue
-        clean = known.get(value, known)
-        if clean is known:
-            try:
-                clean = known[value] = protocol.owner(msgspec.structs.asdict(value))
-            except protocol.Invalid:
-                return None
-        out.append(clean)
-    return out
+class _Cleaned(dict):
+    """Owners as the careful path leaves them, each distinct owner cleaned once."""
+
+    def __missing__(self, owner: Owner | None) -> dict | None:
+        clean = self[owner] = None if owner is None else protocol.owner(
+            msgspec.structs.asdict(owner))
+        return clean
+
+
+def _owners(values: tuple[Owner | None, ...]) -> list[dict | None] | None:
+    """Owners as the careful path leaves them, or None if one is invalid; equal owners share
+    one dict (cheap to encode and to attribute)."""
+    try:
+        return list(map(_Cleaned().__getitem__, values))
+    except protocol.Invalid:
+        return None
