@@ -20,7 +20,11 @@ from metering.models import Node
 
 
 def _answer(status: int, payload: dict, **headers: str) -> HttpResponse:
-    response = HttpResponse(orjson.dumps(payload), status=status, content_type="application/json")
+    body = orjson.dumps(payload)
+    response = HttpResponse(body, status=status, content_type="application/json")
+    # The endpoint skips CommonMiddleware (metering.middleware), which would set this; without
+    # it gunicorn sends the answer chunked.
+    response["Content-Length"] = str(len(body))
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     return response

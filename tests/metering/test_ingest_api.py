@@ -316,12 +316,14 @@ def test_only_post_is_allowed(client):
     assert client.get(URL).status_code == 405
 
 
-def test_the_endpoint_keeps_request_ids_and_allowed_hosts_and_sets_no_cookie(client, token):
+def test_the_endpoint_keeps_request_ids_allowed_hosts_and_a_length_and_sets_no_cookie(client,
+                                                                                      token):
     """Agents are answered ahead of the pages' middleware (metering.middleware); what every
     request needs still applies."""
     response = post(client, token, [sample()])
     assert response.status_code == 202
     assert len(response["X-Request-ID"]) == 32
+    assert response["Content-Length"] == str(len(response.content))  # else gunicorn chunks it
     assert not response.cookies
     body = json.dumps({"node": "gpu-node-01", "samples": [sample(0, 1)]})
     hostile = client.post(URL, body, content_type="application/json", HTTP_HOST="evil.example",
