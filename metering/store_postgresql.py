@@ -182,8 +182,9 @@ def _add_sums(raw, by_tenant: dict, by_gpu: dict, instants: dict) -> None:
 def _array(values: list) -> str:
     """A PostgreSQL array literal: one string parameter instead of a list that the driver
     would quote element by element."""
-    if values and isinstance(values[0], datetime):
-        return "{" + ",".join(f'"{v.isoformat()}"' for v in values) + "}"
+    if values and isinstance(values[0], datetime):  # few distinct: each formatted once
+        text = {v: f'"{v.isoformat()}"' for v in set(values)}
+        return "{" + ",".join(map(text.__getitem__, values)) + "}"
     if None in values:
         return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
     return "{" + ",".join(map(repr, values)) + "}"
