@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated
 
 import msgspec
-from msgspec.structs import astuple
+from msgspec.structs import asdict, astuple
 
 from metering import protocol
 from metering.protocol import INT32, MAX_TEXT, MAX_UUID, Columns
@@ -114,8 +114,7 @@ class _Cleaned(dict):
     """Owners as the careful path leaves them, each distinct owner cleaned once."""
 
     def __missing__(self, owner: Owner | None) -> dict | None:
-        clean = self[owner] = None if owner is None else protocol.owner(
-            msgspec.structs.asdict(owner))
+        clean = self[owner] = None if owner is None else protocol.owner(asdict(owner))
         return clean
 
 
