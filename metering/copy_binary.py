@@ -14,6 +14,8 @@ from struct import Struct
 
 import orjson
 
+from metering.protocol import each_once
+
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # no flags, no header extension
 TRAILER = b"\xff\xff"
 NULL = b"\xff\xff\xff\xff"
@@ -56,14 +58,8 @@ def _packed(fmt: str, args: list) -> list[bytes]:
 
 def _microseconds(values: Sequence) -> list[int | None]:
     """Each timestamp as microseconds since EPOCH (a batch has few distinct ones)."""
-    known: dict = {None: None}
-    out = []
-    for value in values:
-        micros = known.get(value, known)
-        if micros is known:
-            micros = known[value] = (value - EPOCH) // MICROSECOND
-        out.append(micros)
-    return out
+    return each_once(lambda value: None if value is None else (value - EPOCH) // MICROSECOND,
+                     values)
 
 
 def _nullable(values: Sequence, kind: str) -> list[bytes]:

@@ -303,6 +303,23 @@ class Columns:
         return Columns(*taken([getattr(self, name) for name in FIELDS], positions))
 
 
+class _Once(dict):
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def __missing__(self, value):
+        result = self[value] = self.function(value)
+        return result
+
+
+def each_once(function, values) -> list:
+    """[function(value) for value in values], calling it once per distinct value: a batch
+    repeats few timestamps and owners, and equal values share one result. The values must be
+    hashable; an exception from `function` propagates."""
+    return list(map(_Once(function).__getitem__, values))
+
+
 def taken(columns: list, positions: list[int]) -> list[tuple]:
     """The columns holding only the samples at `positions`, in that order."""
     if len(positions) == 1:  # itemgetter of one position gives the value, not a tuple

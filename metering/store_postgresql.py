@@ -18,7 +18,7 @@ import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from metering import copy_binary, partitions
-from metering.protocol import taken
+from metering.protocol import each_once, taken
 from metering.store import COLUMNS, READING, batch_sums
 
 STAGING = """
@@ -183,8 +183,7 @@ def _array(values: list) -> str:
     """A PostgreSQL array literal: one string parameter instead of a list that the driver
     would quote element by element."""
     if values and isinstance(values[0], datetime):  # few distinct: each formatted once
-        text = {v: f'"{v.isoformat()}"' for v in set(values)}
-        return "{" + ",".join(map(text.__getitem__, values)) + "}"
+        return "{" + ",".join(each_once(lambda v: f'"{v.isoformat()}"', values)) + "}"
     if None in values:
         return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
     return "{" + ",".join(map(repr, values)) + "}"

@@ -15,7 +15,7 @@ import msgspec
 from msgspec.structs import asdict, astuple
 
 from metering import protocol
-from metering.protocol import INT32, MAX_TEXT, MAX_UUID, Columns
+from metering.protocol import INT32, MAX_TEXT, MAX_UUID, Columns, each_once
 
 Meta = msgspec.Meta
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
@@ -92,13 +92,10 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
      indexes, models, owners) = zip(*map(astuple, samples), strict=True)
     if not all(u.isprintable() and u == u.strip() for u in set(uuids)):
         return None
-    times = {}
-    for text in set(texts):
-        try:
-            times[text] = protocol.timestamp(text, now, oldest)
-        except protocol.Invalid:
-            return None
-    stamps = list(map(times.__getitem__, texts))
+    try:
+        stamps = each_once(lambda text: protocol.timestamp(text, now, oldest), texts)
+    except protocol.Invalid:
+        return None
     if len(set(zip(uuids, stamps, strict=True))) != len(samples):
         return None  # repeats inside the batch: the careful path sorts them out
     if not all(m is None or protocol.is_text(m) for m in set(models)):
@@ -110,18 +107,11 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
                    utils, memory, totals, power, temps, indexes, models, owners)
 
 
-class _Cleaned(dict):
-    """Owners as the careful path leaves them, each distinct owner cleaned once."""
-
-    def __missing__(self, owner: Owner | None) -> dict | None:
-        clean = self[owner] = None if owner is None else protocol.owner(asdict(owner))
-        return clean
-
-
 def _owners(values: tuple[Owner | None, ...]) -> list[dict | None] | None:
     """Owners as the careful path leaves them, or None if one is invalid; equal owners share
     one dict (cheap to encode and to attribute)."""
     try:
-        return list(map(_Cleaned().__getitem__, values))
+        return each_once(lambda owner: None if owner is None else protocol.owner(asdict(owner)),
+                         values)
     except protocol.Invalid:
         return None
