@@ -100,10 +100,12 @@ ensure_partitions(days | {{today + timedelta(days=1)}})
 
 
 def samples(client: int, batch: int, prefix: str) -> list[dict]:
-    """Batch `batch` of a client: its 50 GPUs over ten minutes never sent before."""
+    """Batch `batch` of a client: its 50 GPUs over ten minutes never sent before (each batch
+    earlier than the last), in time order, as agents send them."""
     out = []
-    for step in range(BATCH // GPUS_PER_CLIENT):
-        ts = BASE - timedelta(minutes=batch * (BATCH // GPUS_PER_CLIENT) + step)
+    steps = BATCH // GPUS_PER_CLIENT
+    for step in range(steps):
+        ts = BASE - timedelta(minutes=batch * steps + steps - 1 - step)
         stamp = ts.isoformat().replace("+00:00", "Z")
         for gpu in range(GPUS_PER_CLIENT):
             out.append({

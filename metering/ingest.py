@@ -34,7 +34,7 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     latest = dict(zip(batch.gpu_uuid, zip(batch.gpu_index, batch.model, batch.mem_total_mib,
                                           strict=True), strict=True))
     gpu_ids = register_gpus(node, latest, now)
-    ids = [gpu_ids.get(uuid) for uuid in batch.gpu_uuid]
+    ids = list(map(gpu_ids.get, batch.gpu_uuid))
     if None in ids:
         keep = [k for k, gpu_id in enumerate(ids) if gpu_id is not None]
         rejected.extend(
@@ -59,16 +59,13 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
 
 
 def _tenants(owners: list, node: Node) -> list[int | None]:
-    """The tenant of each sample; equal owners (one shared dict) are attributed once."""
+    """The tenant of each sample; equal owners (one shared dict) are attributed once, and the
+    per-sample work runs in C (map)."""
     attributor = _attributor()
-    known: dict[int, int | None] = {}
-    out = []
-    for owner in owners:
-        key = id(owner)
-        if key not in known:
-            known[key] = attributor.tenant_for(owner, node.name, node.default_tenant_id)
-        out.append(known[key])
-    return out
+    keys = list(map(id, owners))
+    tenants = {key: attributor.tenant_for(owner, node.name, node.default_tenant_id)
+               for key, owner in dict(zip(keys, owners, strict=True)).items()}
+    return list(map(tenants.__getitem__, keys))
 
 
 RULES_SECONDS = 5
@@ -159,12 +156,14 @@ def register_gpus(node: Node, latest: dict[str, tuple], now: datetime) -> dict[s
     new GPUs are registered and changed ones updated. A GPU registered to another node is
     left out (its samples are rejected)."""
     clock = time.monotonic()
+    # A GPU reporting what is stored (the common case) costs one tuple comparison.
     stale = [uuid for uuid, seen in latest.items()
              if uuid not in _gpus or clock - _gpus[uuid][5] > GPU_CACHE_SECONDS
-             or _changed(_gpus[uuid][2:5], seen)]
+             or (_gpus[uuid][2:5] != seen and _changed(_gpus[uuid][2:5], seen))]
     if stale:
         _refresh(node, {uuid: latest[uuid] for uuid in stale}, now, clock)
-    return {uuid: _gpus[uuid][0] for uuid in latest if _gpus[uuid][1] == node.pk}
+    node_id = node.pk
+    return {uuid: _gpus[uuid][0] for uuid in latest if _gpus[uuid][1] == node_id}
 
 
 def _changed(stored: tuple, seen: tuple) -> dict[str, object]:
