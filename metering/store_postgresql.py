@@ -96,8 +96,8 @@ def write(columns: list, finish: Callable[[], None]) -> tuple[int, list[int]]:
     """Store the batch (store.COLUMNS); returns how many samples were new and the batch indexes
     of conflicts. `finish` runs last inside the batch's transaction."""
     partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(columns[2])})
-    # By (ts, gpu id), in which order agents send a batch: sorting it then costs one pass, and
-    # taking the columns apart again none.
+    # By (ts, gpu id), the order in which agents send a batch: sorting one costs a single pass
+    # and reordering its columns nothing. Any one order for all batches avoids deadlocks.
     keys = list(zip(columns[2], columns[1], strict=True))
     order = sorted(range(len(keys)), key=keys.__getitem__)
     if order != list(range(len(keys))):
