@@ -14,7 +14,7 @@ from struct import Struct
 
 import orjson
 
-from metering.protocol import each_once
+from metering.protocol import each_object_once, each_once
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # no flags, no header extension
 TRAILER = b"\xff\xff"
@@ -70,15 +70,11 @@ def _nullable(values: Sequence, kind: str) -> list[bytes]:
 
 def _jsonb(values: Sequence) -> list[bytes]:
     """jsonb fields; one object (equal owners share a dict) is encoded once."""
-    known: dict[int, bytes] = {}
-    out = []
-    for value in values:
-        if value is None:
-            out.append(NULL)
-            continue
-        field = known.get(id(value))
-        if field is None:
-            text = orjson.dumps(value)
-            field = known[id(value)] = (len(text) + 1).to_bytes(4, "big") + JSONB_VERSION + text
-        out.append(field)
-    return out
+    return each_object_once(_jsonb_field, values)
+
+
+def _jsonb_field(value) -> bytes:
+    if value is None:
+        return NULL
+    text = orjson.dumps(value)
+    return (len(text) + 1).to_bytes(4, "big") + JSONB_VERSION + text

@@ -12,6 +12,7 @@ from django.db.models import Case, F, Value, When
 from metering import protocol, store_postgresql, store_sqlite, wire
 from metering.attribution import Attributor, Rule
 from metering.models import AttributionRule, Gpu, Node, hash_token
+from metering.protocol import each_object_once
 
 GPU_CACHE_SECONDS = 60
 
@@ -59,13 +60,10 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
 
 
 def _tenants(owners: list, node: Node) -> list[int | None]:
-    """The tenant of each sample; equal owners (one shared dict) are attributed once, and the
-    per-sample work runs in C (map)."""
+    """The tenant of each sample; equal owners (one shared dict) are attributed once."""
     attributor = _attributor()
-    keys = list(map(id, owners))
-    tenants = {key: attributor.tenant_for(owner, node.name, node.default_tenant_id)
-               for key, owner in dict(zip(keys, owners, strict=True)).items()}
-    return list(map(tenants.__getitem__, keys))
+    return each_object_once(
+        lambda owner: attributor.tenant_for(owner, node.name, node.default_tenant_id), owners)
 
 
 RULES_SECONDS = 5

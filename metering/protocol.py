@@ -320,6 +320,14 @@ def each_once(function, values) -> list:
     return list(map(_Once(function).__getitem__, values))
 
 
+def each_object_once(function, values) -> list:
+    """each_once for values that cannot be hashed (owner dicts), calling `function` once per
+    distinct object: the fast path gives equal owners one shared dict."""
+    keys = list(map(id, values))
+    results = {key: function(value) for key, value in dict(zip(keys, values, strict=True)).items()}
+    return list(map(results.__getitem__, keys))
+
+
 def taken(columns: list, positions: list[int]) -> list[tuple]:
     """The columns holding only the samples at `positions`, in that order."""
     if len(positions) == 1:  # itemgetter of one position gives the value, not a tuple
