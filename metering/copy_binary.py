@@ -7,6 +7,7 @@ value. The format: a signature, then per row a field count and per field its len
 NULL) and its value in network byte order, then a trailer.
 """
 
+import struct
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from itertools import chain, repeat
@@ -32,12 +33,23 @@ def rows(columns: Sequence[Sequence], types: Sequence[str]) -> bytes:
     """The COPY data of the rows whose columns these are (all of one length), one type name
     per column: a key of FIXED, or "jsonb". Timestamps must be timezone-aware."""
     count = len(columns[0]) if columns else 0
-    parts = [[len(columns).to_bytes(2, "big")] * count]  # each part of a row, row by row
+    columns = [_microseconds(values) if kind == "timestamptz" else values
+               for values, kind in zip(columns, types, strict=True)]
+    try:  # Most batches hold no NULL: looking for one costs more than packing does.
+        parts = _parts(columns, types, count, nulls=False)
+    except struct.error:  # a NULL (or a value out of range) where none was looked for
+        parts = _parts(columns, types, count, nulls=True)
+    return SIGNATURE + b"".join(chain.from_iterable(zip(*parts, strict=True))) + TRAILER
+
+
+def _parts(columns: list, types: Sequence[str], count: int, *, nulls: bool) -> list[list]:
+    """Each part of a row, row by row: the field count, then runs of fixed-width fields packed
+    together, and each column that holds NULLs (when `nulls` says to look) or jsonb."""
+    parts = [[len(columns).to_bytes(2, "big")] * count]
     fmt, args = ">", []  # a run of fixed-width columns without NULLs, packed together
     for values, kind in zip(columns, types, strict=True):
-        if kind == "timestamptz":
-            values = _microseconds(values)
-        if kind == "jsonb" or None in values:
+        # A bool is packed from any value, None included: always looked at.
+        if kind == "jsonb" or ((nulls or kind == "bool") and None in values):
             if args:
                 parts.append(_packed(fmt, args))
                 fmt, args = ">", []
@@ -48,7 +60,7 @@ def rows(columns: Sequence[Sequence], types: Sequence[str]) -> bytes:
             args += (repeat(width), values)
     if args:
         parts.append(_packed(fmt, args))
-    return SIGNATURE + b"".join(chain.from_iterable(zip(*parts, strict=True))) + TRAILER
+    return parts
 
 
 def _packed(fmt: str, args: list) -> list[bytes]:
