@@ -31,6 +31,26 @@ def recreate_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+# Raw rows written on purpose without rollups (the raw-COPY baseline, padding for a big sample
+# table): in a session so set, PostgreSQL fires no ordinary trigger, the one that adds inserted
+# samples to the rollups included (migration metering 0004). Only a superuser may set it.
+WITHOUT_ROLLUPS = "SET session_replication_role = replica"
+
+
+def without_rollups(execute) -> None:
+    """Run WITHOUT_ROLLUPS with `execute` (a cursor's or connection's), or stop with a clear
+    message where the database user may not."""
+    try:
+        execute(WITHOUT_ROLLUPS)
+    except Exception as error:
+        refused = psycopg.errors.InsufficientPrivilege
+        if isinstance(error, refused) or isinstance(error.__cause__, refused):
+            raise SystemExit(
+                "this benchmark writes raw samples without rollups, which needs a PostgreSQL "
+                "superuser (session_replication_role); set BENCH_DATABASE_URL to one") from None
+        raise
+
+
 def node_tokens(code: str, env: dict, prefix: str) -> list[tuple[str, str]]:
     """Run `code` in the application's shell (it prints "name token" for each node it makes)
     and return the (name, token) pairs of the nodes whose names start with `prefix`."""

@@ -24,7 +24,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import database_url, in_process, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    database_url,
+    in_process,
+    recreate_database,
+    without_rollups,
+)
 
 DATABASE_URL = database_url("gpuloans_dash_bench")
 in_process(DATABASE_URL)
@@ -110,6 +115,8 @@ def add_raw_samples(tenant_id: int, gpu_offset: int, copies: int, now_hour: date
 
     since = now_hour - timedelta(days=RETENTION_DAYS)
     with connection.cursor() as cursor:
+        # Raw rows only: the rollups were generated apart, and these GPU ids are not real.
+        without_rollups(cursor.execute)
         cursor.execute("""
             INSERT INTO metering_usagesample (gpu_id, ts, node_id, tenant_id, interval_s,
                 allocated, fraction, util_pct, mem_used_mib, power_w, temp_c, owner)
@@ -120,6 +127,7 @@ def add_raw_samples(tenant_id: int, gpu_offset: int, copies: int, now_hour: date
         """, {"offset": gpu_offset, "tenant": tenant_id, "since": since, "last": now_hour,
               "copies": copies})
         count = cursor.rowcount
+        cursor.execute("RESET session_replication_role")
         cursor.execute("VACUUM ANALYZE")
     return count
 

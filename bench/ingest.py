@@ -8,7 +8,9 @@ the database is dropped and created afresh). Four phases, each for --seconds in 
 
   raw COPY    the same batches COPYed straight into the sample table, one transaction per batch,
               from as many connections as the server has workers: no HTTP, staging or rollups
-              (the database's durable-batch limit for this schema; PERFORMANCE.md)
+              (the sessions keep the database's rollup trigger from firing: bench.common.
+              WITHOUT_ROLLUPS); the database's durable-batch limit for this schema
+              (PERFORMANCE.md)
   product     POST /api/v1/samples under gunicorn (sync workers) from --clients processes
   in process  the product's ingestion (metering.wire and metering.ingest: validation,
               attribution, COPY, rollups) called in process, one process per server worker:
@@ -55,6 +57,7 @@ from bench.common import (  # noqa: E402
     in_process,
     node_tokens,
     recreate_database,
+    without_rollups,
 )
 
 BATCH = 500
@@ -153,6 +156,7 @@ def copy_loop(args: tuple) -> tuple[int, list[float], int, int]:
              "float8", "int2", "jsonb"]
     with psycopg.connect(DATABASE_URL) as conn:
         set_json_dumps(orjson.dumps, context=conn)  # the same JSON encoder as the product
+        without_rollups(conn.execute)
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             rows = [

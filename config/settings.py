@@ -74,9 +74,6 @@ def database_from_url(url: str) -> dict:
         # per batch): a connection that broke fails its request with 503, the agent retries,
         # and Django drops the connection.
         config["CONN_HEALTH_CHECKS"] = False
-        # Django's queries bind parameters on the client and are never prepared; this lets the
-        # ingestion path prepare its one big rollup statement (metering.store_postgresql).
-        config["OPTIONS"] = {"prepare_threshold": 5}
     else:
         raise ImproperlyConfigured(
             f"DATABASE_URL uses {engine or 'an unknown engine'}; gpuloans supports "

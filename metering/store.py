@@ -16,6 +16,7 @@ READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "p
 
 def batch_sums(columns: list) -> tuple[dict, dict, dict]:
     """Rollup sums of samples known to be new: per (tenant, hour), per (GPU, tenant, hour),
-    and the GPUs each tenant held at each instant (the writers turn those into peaks)."""
+    and the GPUs each tenant held at each instant (the SQLite writer turns those into peaks;
+    on PostgreSQL the database sums inserted rows itself: migration metering 0004)."""
     _index, gpu, ts, _node, tenant, interval, allocated, fraction, util, *_rest = columns
     return tally(zip(gpu, ts, tenant, interval, allocated, fraction, util, strict=True))

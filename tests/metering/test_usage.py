@@ -7,6 +7,7 @@ from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.partitions import ensure_partitions, partition_name
 from metering.retention import purge_raw_samples
 from metering.usage import floor_hour, rebuild_rollups, recount, tenant_hours, tenant_totals
+from tests.helpers import assert_rollups_equal_a_recount
 
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
 
@@ -122,3 +123,28 @@ def test_a_day_whose_samples_wait_in_the_default_partition_gets_its_own(tenant, 
         cursor.execute("SELECT count(*) FROM metering_usagesample_default")
         assert cursor.fetchone()[0] == 0
     assert UsageSample.objects.count() == 1
+    # Moving the sample into its day's partition did not count it again.
+    assert_rollups_equal_a_recount()
+    assert TenantHour.objects.get(tenant=tenant, hour=T0).sample_count == 1
+
+
+@pytest.mark.postgresql
+def test_on_postgresql_the_database_adds_every_inserted_sample_to_the_rollups(tenant, gpus):
+    """Not only the ingestion path's COPY: any INSERT (a backfill, a script) is counted, in its
+    own statement, and a row the insert skipped as already stored is not counted again."""
+    add(gpus[0], T0, tenant, fraction=0.5, util=40.0)
+    add(gpus[1], T0, tenant, util=0.0)
+    add(gpus[2], T0 + timedelta(minutes=1), None, allocated=False)
+    assert_rollups_equal_a_recount()
+    hour = TenantHour.objects.get(tenant=tenant, hour=T0)
+    assert (hour.allocated_gpu_s, hour.busy_gpu_s, hour.peak_gpus) == (90.0, 12.0, 1.5)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO metering_usagesample (gpu_id, ts, node_id, tenant_id, interval_s,"
+            " allocated, fraction) VALUES (%s, %s, %s, %s, 60, true, 1.0), (%s, %s, %s, %s, 60,"
+            " true, 1.0) ON CONFLICT DO NOTHING",
+            [gpus[0].pk, T0, gpus[0].node_id, tenant.pk,  # stored already: skipped
+             gpus[0].pk, T0 + timedelta(hours=1), gpus[0].node_id, tenant.pk])
+    assert_rollups_equal_a_recount()
+    assert TenantHour.objects.get(tenant=tenant, hour=T0).sample_count == 2
+    assert GpuHour.objects.get(gpu=gpus[0], hour=T0 + timedelta(hours=1)).allocated_gpu_s == 60
