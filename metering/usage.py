@@ -9,6 +9,7 @@ from dataclasses import astuple, dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+import psycopg
 from django.db import connection, models, transaction
 from django.db.models import Sum
 from django.db.models.functions import TruncDate
@@ -83,8 +84,9 @@ def tally(samples: Iterable[Sample]) -> tuple[dict, dict, dict]:
     per (tenant, hour) and per (GPU, tenant, hour), and the GPUs each tenant held at each
     instant. Tenant peaks are left at 0: they depend on instants other batches may share.
 
-    The ingestion hot path runs this on every batch: each sample is added once, to its GPU's
-    hour, and the tenants' hours are the sums of their GPUs' hours."""
+    SQLite's ingestion path runs this on every batch (on PostgreSQL the database makes the same
+    sums: migration metering 0004): each sample is added once, to its GPU's hour, and the
+    tenants' hours are the sums of their GPUs' hours."""
     by_gpu: dict = {}
     at_instant: dict = defaultdict(float)
     hours: dict[datetime, datetime] = {}  # a batch has few distinct timestamps
@@ -156,22 +158,39 @@ def rebuild_rollups(start: datetime, end: datetime) -> int:
     return len(rows)
 
 
+ROWS_PER_INSERT = 5000
+
+
 def insert_rows(
     model: type[models.Model], columns: tuple[str, ...], rows: list[tuple], *, skip_existing=False
 ) -> None:
-    """Plain executemany for bulk writes: bulk_create spends most of its time compiling SQL.
+    """Plain SQL for bulk writes: bulk_create spends most of its time compiling SQL.
 
-    Values must already be in database form (datetimes through adapt_datetimefield_value).
+    Values must already be in database form (datetimes through adapt_datetimefield_value). On
+    PostgreSQL, ROWS_PER_INSERT rows go in each statement, a column as an array: fewer round
+    trips, and the sample table's rollup trigger (migration metering 0004) runs once per
+    statement, not once per row.
     """
     if not rows:
         return
     # Table and column names come from the model, never from input.
     target = f"{model._meta.db_table} ({', '.join(columns)})"
-    values = ", ".join(["%s"] * len(columns))
     conflict = " ON CONFLICT DO NOTHING" if skip_existing else ""
-    sql = f"INSERT INTO {target} VALUES ({values}){conflict}"  # noqa: S608
-    with connection.cursor() as cursor:
-        cursor.executemany(sql, rows)
+    if connection.vendor != "postgresql":
+        values = ", ".join(["%s"] * len(columns))
+        with connection.cursor() as cursor:
+            cursor.executemany(f"INSERT INTO {target} VALUES ({values}){conflict}", rows)  # noqa: S608
+        return
+    arrays = ", ".join(
+        f"%s::{model._meta.get_field(column).db_type(connection)}[]" for column in columns)
+    sql = f"INSERT INTO {target} SELECT * FROM unnest({arrays}){conflict}"  # noqa: S608
+    connection.ensure_connection()
+    # Parameters bound by the server (Django's cursor would quote each value in Python), with
+    # Django's error translation kept.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as raw:
+        for start in range(0, len(rows), ROWS_PER_INSERT):
+            chunk = rows[start:start + ROWS_PER_INSERT]
+            raw.execute(sql, [list(column) for column in zip(*chunk, strict=True)])
 
 
 @dataclass(frozen=True)
