@@ -157,6 +157,7 @@ def copy_loop(args: tuple) -> tuple[int, list[float], int, int]:
     with psycopg.connect(DATABASE_URL) as conn:
         set_json_dumps(orjson.dumps, context=conn)  # the same JSON encoder as the product
         without_rollups(conn.execute)
+        conn.commit()  # the setting stays with the session; each batch is its own transaction
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             rows = [
