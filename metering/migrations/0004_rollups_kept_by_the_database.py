@@ -12,7 +12,9 @@ The sums are the ones metering.usage.tally makes (the recount, and SQLite's inge
 busy ones (times util_pct / 100 where util_pct is non-zero), the samples, the reported seconds
 and the greatest fraction held; per (tenant, instant) the fractions held, whose running total
 gives the tenant's peak for the hour. Upserts go in sorted order, so concurrent batches lock
-rows in one order (no deadlocks).
+rows in one order (no deadlocks). PostgreSQL refuses a product of floats that underflows to 0
+(Python gives 0), so a busy time from a fraction or a utilisation under 1e-150 counts as 0: at
+most 4e-147 GPU-seconds a sample.
 
 Statement triggers on a partitioned table fire for statements that name it, not for rows
 moved into a new day's partition (metering.partitions), which are counted already. A session
@@ -37,7 +39,8 @@ BEGIN
     ), gpu_hours AS MATERIALIZED (
         SELECT gpu_id, tenant_id, date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00+00') AS hour,
                COALESCE(sum(interval_s * fraction) FILTER (WHERE allocated), 0) AS allocated_s,
-               COALESCE(sum(interval_s * fraction * util_pct / 100)
+               COALESCE(sum(CASE WHEN fraction >= 1e-150 AND util_pct >= 1e-150
+                                 THEN interval_s * fraction * util_pct / 100 ELSE 0 END)
                         FILTER (WHERE allocated AND util_pct <> 0), 0) AS busy_s,
                count(*) AS samples,
                COALESCE(max(fraction) FILTER (WHERE allocated), 0) AS peak,

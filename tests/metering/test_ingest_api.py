@@ -379,6 +379,18 @@ def test_overlapping_batches_posted_concurrently_leave_exact_rollups(transaction
     assert max(TenantHour.objects.values_list("peak_gpus", flat=True)) == 2 * (4 + 4 * 0.5)
 
 
+def test_the_smallest_fractions_and_utilisations_are_stored_and_rolled_up(client, token):
+    """Valid to the last bit: PostgreSQL refuses float products that underflow to zero, and a
+    batch must not be lost to that inside the rollups."""
+    batch = [sample(0, 0, fraction=5e-324, util_pct=50.0), sample(1, 0, util_pct=5e-324),
+             sample(2, 0, fraction=1e-200, util_pct=1e-200), sample(3, 0, fraction=5e-324,
+                                                                  util_pct=5e-324)]
+    response = post(client, token, batch)
+    assert response.status_code == 202, response.content[:300]
+    assert response.json() == {"accepted": 4, "duplicates": 0, "rejected": []}
+    assert_rollups_equal_a_recount()
+
+
 @pytest.mark.postgresql
 def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(client, token, monkeypatch):
     import psycopg
