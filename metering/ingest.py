@@ -122,9 +122,8 @@ def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
     """Last seen, agent version and dropped samples, once the batch is stored (last in its
     transaction where it has one, metering.store_postgresql), holding the node's row only at
     the very end. Skipped while nothing changed and the stored time is less than SEEN_EVERY
-    seconds old. The
-    dropped count is worked out from the stored row, not from `node` (which may come from a
-    cache that another worker's update has made stale)."""
+    seconds old. The dropped count is worked out from the stored row, not from `node` (which
+    may come from a cache that another worker's update has made stale)."""
     reported = envelope.dropped_samples
     clock = time.monotonic()
     if (reported == node.dropped_samples_reported
