@@ -13,6 +13,7 @@ Rows and upserts are sorted, so concurrent batches lock rows in one order (no de
 """
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import UTC
 
 import psycopg
@@ -76,17 +77,18 @@ def write(columns: list, finish: Callable[[], None]) -> tuple[int, list[int]]:
 
 def _write(columns: list, finish: Callable[[], None], *, staged: bool
            ) -> tuple[int, list[int]]:
+    # A fresh batch with no transaction open (not even a caller's) is one statement, its own
+    # transaction: the COPY and the rollups its trigger adds commit together, without a BEGIN
+    # and a COMMIT of their own (two round trips a batch; about 0.25 ms of web worker and
+    # database time). A stored key fails the whole statement.
+    alone = not staged and connection.get_autocommit()
     # The raw psycopg cursor bypasses Django's error translation; restore it, so that a lost
     # connection or a deadlock reaches the view as django.db.OperationalError (a 503).
-    if not staged and connection.get_autocommit():  # no transaction open: not even a caller's
-        # One statement, its own transaction: the COPY and the rollups its trigger adds commit
-        # together, without a BEGIN and a COMMIT of their own (two round trips a batch; about
-        # 0.25 ms of web worker and database time). A stored key fails the whole statement.
-        with connection.cursor() as cursor, connection.wrap_database_errors:
-            _copy(cursor.cursor, DIRECT, columns[1:], TYPES[1:])
-        finish()
-        return len(columns[0]), []
-    with transaction.atomic(), connection.cursor() as cursor, connection.wrap_database_errors:
+    with (
+        nullcontext() if alone else transaction.atomic(),
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+    ):
         raw = cursor.cursor
         if staged:
             inserted, conflicts = _through_staging(raw, columns)
