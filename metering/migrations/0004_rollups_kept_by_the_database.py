@@ -40,9 +40,9 @@ BEGIN
     ), gpu_hours AS MATERIALIZED (
         SELECT gpu_id, tenant_id, date_bin('1 hour', ts, TIMESTAMPTZ '2000-01-01 00:00+00') AS hour,
                COALESCE(sum(interval_s * fraction) FILTER (WHERE allocated), 0) AS allocated_s,
-               COALESCE(sum(CASE WHEN fraction >= 1e-150 AND util_pct >= 1e-150
-                                 THEN interval_s * fraction * util_pct / 100 ELSE 0 END)
-                        FILTER (WHERE allocated AND util_pct <> 0), 0) AS busy_s,
+               COALESCE(sum(interval_s * fraction * util_pct / 100)
+                        FILTER (WHERE allocated AND fraction >= 1e-150 AND util_pct >= 1e-150),
+                        0) AS busy_s,
                count(*) AS samples,
                COALESCE(max(fraction) FILTER (WHERE allocated), 0) AS peak,
                sum(interval_s)::float8 AS reported_s
