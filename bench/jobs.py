@@ -83,7 +83,7 @@ def main() -> None:
     django.setup()
     from loans.advising import refresh_recommendations
     from loans.alerting import evaluate_alerts
-    from loans.closing import close_due_periods
+    from loans.services.closing import close_due_periods
 
     call_command("migrate", verbosity=0)
     now = timezone.now()

@@ -250,6 +250,8 @@ DEFAULT_CURRENCY = env_str("DEFAULT_CURRENCY", "CNY").upper()
 if len(DEFAULT_CURRENCY) != 3 or not DEFAULT_CURRENCY.isalpha():
     raise ImproperlyConfigured(f"DEFAULT_CURRENCY={DEFAULT_CURRENCY!r} is not an ISO 4217 code.")
 LATE_DATA_GRACE_HOURS = env_int("LATE_DATA_GRACE_HOURS", 2)
+# Who issues the statements: the InvoiceIssuerName and ProviderName of the FOCUS export.
+INVOICE_ISSUER = env_str("INVOICE_ISSUER", "gpuloans")
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 INGEST_MAX_SAMPLES = env_int("INGEST_MAX_SAMPLES", 5000, minimum=1)

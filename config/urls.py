@@ -7,15 +7,16 @@ from rest_framework.routers import DefaultRouter
 
 from config import metrics
 from config.auth import LoginForm
-from loans import api, api_bursts, views, views_bursts, views_buy
+from loans import api, api_bursts, api_ledger, views, views_bursts, views_buy
 from metering import api as metering_api
-from metering.viewsets import NodeViewSet
+from metering.viewsets import NodeViewSet, ReattributionViewSet
 
 router = DefaultRouter()
 router.register("tenants", api.TenantViewSet, basename="tenant")
 router.register("plans", api.PlanViewSet, basename="plan")
 router.register("contracts", api.ContractViewSet, basename="contract")
 router.register("nodes", NodeViewSet, basename="node")
+router.register("reattributions", ReattributionViewSet, basename="reattribution")
 router.register("bursts", api_bursts.BurstViewSet, basename="burst")
 
 urlpatterns = [
@@ -34,6 +35,12 @@ urlpatterns = [
          name="api-contract-burndown"),
     path("api/v1/contracts/<int:pk>/heatmap", api.ContractHeatmap.as_view(),
          name="api-contract-heatmap"),
+    path("api/v1/contracts/<int:pk>/statements", api_ledger.ContractStatements.as_view(),
+         name="api-contract-statements"),
+    path("api/v1/contracts/<int:pk>/amendments", api_ledger.ContractAmendments.as_view(),
+         name="api-contract-amendments"),
+    path("api/v1/contracts/<int:pk>/terminate", api_ledger.ContractTermination.as_view(),
+         name="api-contract-terminate"),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

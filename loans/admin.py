@@ -1,10 +1,12 @@
 
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from config.admin import ReadOnlyAdmin
 from loans import bursts
+from loans.admin_ledger import AmendmentInline
 from loans.models import (
     Alert,
     BurstEvent,
@@ -14,10 +16,10 @@ from loans.models import (
     PendingTask,
     Plan,
     Recommendation,
-    Statement,
     Tenant,
 )
-from loans.summary import current_summary
+from loans.services import ledger
+from loans.services.amendments import apply_recommendation
 from loans.tokens import ApiToken
 from metering.admin import show_tokens
 from metering.models import AttributionRule
@@ -75,63 +77,65 @@ class ContractAdmin(admin.ModelAdmin):
     list_select_related = ["tenant", "plan"]
     autocomplete_fields = ["tenant"]
     date_hierarchy = "starts_on"
-    readonly_fields = ["ends_on", "current_period", "used_of_committed", "cost_so_far"]
+    readonly_fields = ["ends_on", "window_start", "window_end", "signed_at", "current_period",
+                       "used_of_committed", "cost_so_far"]
+    inlines = [AmendmentInline]
     fieldsets = [
-        (None, {"fields": ["tenant", "plan", "starts_on", "ends_on", "time_zone", "status"]}),
+        (None, {"fields": ["tenant", "plan", "starts_on", "ends_on", "time_zone", "status",
+                           "window_start", "window_end"]}),
         (
-            _("Negotiated overrides (empty: the plan's number)"),
-            {"fields": list(Contract.OVERRIDES)},
+            _("Terms: negotiated overrides (empty: the plan's number), fixed at signing"),
+            {"fields": [*Contract.OVERRIDES, "signed_at", "currency", "gpu_model"]},
         ),
         (_("Current period"), {"fields": ["current_period", "used_of_committed", "cost_so_far"]}),
         (None, {"fields": ["notes"]}),
     ]
 
-    def _summary(self, contract: Contract):
-        # One rollup query per contract row; the list shows at most list_per_page of them.
-        cache = getattr(contract, "_summary_cache", None)
+    def get_readonly_fields(self, request, obj: Contract | None = None) -> list[str]:
+        """A signed contract's terms change by amendment (the inline links to it); its start,
+        zone and term are fixed once it has a statement."""
+        fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.is_signed:
+            fields += [f for f in (*Contract.OVERRIDES, "currency", "gpu_model", "plan",
+                                   "tenant") if f not in fields]
+            if obj.statements.exists():
+                fields += ["starts_on", "time_zone"]
+        else:
+            fields += ["currency", "gpu_model"]
+        return fields
+
+    def _current(self, contract: Contract) -> ledger.PeriodEntry | None:
+        # The ledger's reading of the current period, once per row (the list shows at most
+        # list_per_page of them).
+        cache = getattr(contract, "_current_cache", None)
         if cache is None:
-            cache = contract._summary_cache = (
-                current_summary(contract, timezone.now()) if contract.pk else None,
-            )
+            cache = contract._current_cache = (
+                ledger.read(contract, timezone.now()).current if contract.pk else None,)
         return cache[0]
 
     @admin.display(description=_("current period"))
     def current_period(self, contract: Contract) -> str:
-        summary = self._summary(contract)
-        if summary is None:
+        entry = self._current(contract)
+        if entry is None:
             return "-"
-        first, last = summary.period.local_dates(contract.zone)
-        return f"{summary.period.index + 1}: {first} – {last}"
+        first, last = entry.period.local_dates(contract.zone)
+        return f"{entry.period.index + 1}: {first} – {last}"
 
     @admin.display(description=_("used / committed GPU-h"))
     def used_of_committed(self, contract: Contract) -> str:
-        summary = self._summary(contract)
-        if summary is None:
+        entry = self._current(contract)
+        if entry is None:
             return "-"
-        used, committed = summary.used_gpu_hours, summary.committed_gpu_hours
+        used, committed = entry.used_gpu_hours, entry.committed_gpu_hours
         percent = f" ({used / committed:.0%})" if committed > 0 else ""
         return f"{used:,.1f} / {committed:,.0f}{percent}"
 
     @admin.display(description=_("cost so far"))
     def cost_so_far(self, contract: Contract) -> str:
-        summary = self._summary(contract)
-        if summary is None:
+        entry = self._current(contract)
+        if entry is None:
             return "-"
-        return f"{summary.cost.total:,.2f} {summary.currency}"
-
-
-@admin.register(Statement)
-class StatementAdmin(ReadOnlyAdmin):
-    """Statements are written by the period-close job and never edited."""
-
-    list_display = [
-        "contract", "period_index", "period_start", "period_end", "committed_gpu_hours",
-        "allocated_gpu_hours", "overage_gpu_hours", "total_cost", "currency", "completeness",
-    ]
-    list_filter = ["currency", "contract__tenant"]
-    search_fields = ["contract__tenant__slug", "contract__plan__name"]
-    list_select_related = ["contract__tenant", "contract__plan"]
-    date_hierarchy = "period_start"
+        return f"{entry.cost.total:,.2f} {entry.terms.currency}"
 
 
 @admin.register(Alert)
@@ -147,8 +151,8 @@ class AlertAdmin(ReadOnlyAdmin):
 
 @admin.register(Recommendation)
 class RecommendationAdmin(admin.ModelAdmin):
-    """What the jobs advise and what leads decided; accepted ones wait for an operator to
-    change the contract, then to mark them applied."""
+    """What the jobs advise and what leads decided; an operator applies the accepted ones,
+    which writes the amendment."""
 
     list_display = ["created_at", "contract", "kind", "current", "recommended",
                     "expected_saving", "confidence", "state", "decided_by", "decided_at"]
@@ -156,16 +160,22 @@ class RecommendationAdmin(admin.ModelAdmin):
     search_fields = ["contract__tenant__slug", "message"]
     list_select_related = ["contract__tenant", "contract__plan", "decided_by"]
     readonly_fields = [f.name for f in Recommendation._meta.fields if f.name != "state"]
-    actions = ["mark_applied"]
+    actions = ["apply"]
 
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.action(description=_("Mark the accepted ones as applied"))
-    def mark_applied(self, request, queryset) -> None:
-        count = queryset.filter(state=Recommendation.State.ACCEPTED).update(
-            state=Recommendation.State.APPLIED)
-        self.message_user(request, _("%(count)s marked as applied.") % {"count": count})
+    @admin.action(description=_("Apply the accepted ones (an amendment from the next period)"))
+    def apply(self, request, queryset) -> None:
+        done = 0
+        for rec in queryset.filter(state=Recommendation.State.ACCEPTED):
+            try:
+                apply_recommendation(recommendation=rec, author=request.user, now=timezone.now())
+                done += 1
+            except ValidationError as error:
+                self.message_user(request, f"#{rec.pk}: {' '.join(error.messages)}",
+                                  level="warning")
+        self.message_user(request, _("%(count)s applied.") % {"count": done})
 
 
 class BurstEventInline(admin.TabularInline):

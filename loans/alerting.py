@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from loans import dashboard
+from loans.billing import money
 from loans.models import Alert, Contract
 from metering import fleet
 from metering.models import GpuHour, Node
@@ -41,7 +42,7 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     if period is None:
         return []
     figures = dashboard.figures(contract, period, now)
-    committed, rates = figures.committed_gpu_hours, figures.rates
+    committed, terms = figures.committed_gpu_hours, figures.terms
     if committed <= 0:
         return []
     out = []
@@ -63,19 +64,19 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
             "At the last week's rate %(tenant)s will use %(hours)s GPU-h above its commitment "
             "this period, %(money)s %(currency)s at the overage rate.") % {
                 "tenant": tenant.name, "hours": f"{overage:,.0f}", "money": _money(cost),
-                "currency": rates.currency},
+                "currency": terms.currency},
             {"projected_overage_gpu_hours": str(overage), "projected_overage_cost": str(cost),
              "exhaustion": figures.projected_exhaustion.isoformat()
              if figures.projected_exhaustion else None}))
     unused = figures.projected_unused_gpu_hours
     if (unused > committed * settings.ALERT_UNUSED_PERCENT / 100
             and now - period.start >= timedelta(days=1)):
-        waste = (unused * rates.committed_rate).quantize(Decimal("0.01"))
+        waste = money(unused * terms.committed_rate)
         out.append(Condition(Kind.PROJECTED_UNUSED, subject, tenant.pk, _(
             "At the last week's rate %(tenant)s will leave %(hours)s committed GPU-h unused "
             "this period: %(money)s %(currency)s paid for nothing.") % {
                 "tenant": tenant.name, "hours": f"{unused:,.0f}", "money": _money(waste),
-                "currency": rates.currency},
+                "currency": terms.currency},
             {"projected_unused_gpu_hours": str(unused), "projected_waste": str(waste)}))
     if now - period.start >= timedelta(hours=1):
         completeness = fleet.tenant_completeness(tenant.pk, period.start, floor_hour(now))

@@ -161,7 +161,7 @@ def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
     curve, period, zone = figures.burndown, figures.period, contract.zone
     return {
         "contract": contract.pk, "tenant": contract.tenant.slug, "time_zone": zone.key,
-        "currency": figures.rates.currency, "as_of": figures.now.isoformat(),
+        "currency": figures.terms.currency, "as_of": figures.now.isoformat(),
         "period": {
             "number": period.index + 1, "start": period.start.astimezone(zone).isoformat(),
             "end": period.end.astimezone(zone).isoformat(), "state": figures.state,

@@ -1,8 +1,11 @@
-"""Billing periods and the money of a period: pure functions over plain values, no ORM.
+"""Billing periods, a contract's terms and the money of a period: pure functions over plain
+values, no ORM.
 
 Money is Decimal, rounded half-up to the currency's minor unit per line, so that the lines of a
 statement add up to its total. GPU-hours enter pricing rounded to 1e-6 GPU-h, the precision the
-meter guarantees.
+meter guarantees; rates are kept to 1e-4, the precision they are stored with, so the rate a
+line prints is the rate it was charged at and rate x GPU-hours, rounded to the cent, is the
+line's amount.
 """
 
 import calendar
@@ -12,6 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from zoneinfo import ZoneInfo
 
 GPU_HOURS = Decimal("0.000001")
+RATE = Decimal("0.0001")
 CENTS = Decimal("0.01")
 DEFAULT_OVERAGE_MULTIPLIER = Decimal("1.2")
 ZERO = Decimal(0)
@@ -65,6 +69,13 @@ def periods(starts_on: date, term_months: int, tz: ZoneInfo) -> list[Period]:
     return [Period(k, bounds[k], bounds[k + 1]) for k in range(term_months)]
 
 
+def period_of(starts_on: date, index: int, tz: ZoneInfo) -> Period:
+    """The `index`-th anniversary month from `starts_on`, inside the term or after it (the
+    months after a contract's end on which its final corrections are stated)."""
+    return Period(index, local_midnight(add_months(starts_on, index), tz),
+                  local_midnight(add_months(starts_on, index + 1), tz))
+
+
 def period_at(starts_on: date, term_months: int, tz: ZoneInfo, ts: datetime) -> Period | None:
     """The period that contains `ts`, or None before the start or after the term."""
     return next((p for p in periods(starts_on, term_months, tz) if p.contains(ts)), None)
@@ -74,13 +85,41 @@ def hour_aligned(moment: datetime) -> bool:
     return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0) == moment
 
 
+def rate(value: Decimal) -> Decimal:
+    """A rate per GPU-hour as it is stored and charged: to 1e-4, half-up."""
+    return Decimal(value).quantize(RATE, rounding=ROUND_HALF_UP)
+
+
 def overage_rate(
     committed_rate: Decimal, explicit: Decimal | None, multiplier: Decimal | None
 ) -> Decimal:
-    """The rate above the commitment: the explicit one, else committed rate x multiplier."""
+    """The rate above the commitment: the explicit one, else committed rate x multiplier,
+    rounded to the stored precision (2.3457 x 1.2 is charged as 2.8148, not 2.81484)."""
     if explicit is not None:
-        return explicit
-    return committed_rate * (multiplier if multiplier is not None else DEFAULT_OVERAGE_MULTIPLIER)
+        return rate(explicit)
+    return rate(committed_rate
+                * (multiplier if multiplier is not None else DEFAULT_OVERAGE_MULTIPLIER))
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a contract's period is priced and sized with: the numbers copied from the plan at
+    signing, with negotiated overrides and the amendments in force at the period's start."""
+
+    base_quota_gpus: int
+    max_quota_gpus: int
+    committed_gpu_hours: Decimal
+    committed_rate: Decimal
+    overage_rate: Decimal
+    term_months: int
+    currency: str
+    upfront_fee: Decimal = Decimal(0)
+    gpu_model: str = ""
+
+    def cost(self, used: Decimal) -> "PeriodCost":
+        """A period's cost under these terms when `used` GPU-hours were allocated."""
+        return period_cost(committed=self.committed_gpu_hours, used=used,
+                           committed_rate=self.committed_rate, overage_rate=self.overage_rate)
 
 
 def money(amount: Decimal) -> Decimal:
@@ -123,6 +162,48 @@ def period_cost(
         committed_cost=committed_cost,
         overage_cost=overage_cost,
         total=committed_cost + overage_cost,
+    )
+
+
+@dataclass(frozen=True)
+class Correction:
+    """What a closed period owes (or is owed) because its usage changed after its statement:
+    the period re-priced with its own terms. The committed part of a period does not depend on
+    usage, so only the overage line moves: the amount is the overage cost at the new usage less
+    the overage cost billed, each of them rate x GPU-hours to the cent. Negative when usage was
+    taken away (re-attributed to another tenant)."""
+
+    gpu_hours: Decimal  # the change in allocated GPU-hours
+    billed_gpu_hours: Decimal  # allocated GPU-hours billed for the period before this line
+    committed_gpu_hours: Decimal
+    overage_rate: Decimal
+    overage_before_gpu_hours: Decimal
+    overage_after_gpu_hours: Decimal
+    overage_before_cost: Decimal
+    overage_after_cost: Decimal
+
+    @property
+    def amount(self) -> Decimal:
+        return self.overage_after_cost - self.overage_before_cost
+
+    @property
+    def billed_after_gpu_hours(self) -> Decimal:
+        return self.billed_gpu_hours + self.gpu_hours
+
+
+def correction(terms: Terms, *, billed: Decimal, metered: Decimal) -> Correction | None:
+    """correction = cost(metered) - cost(billed) under the period's terms; None when the meter
+    agrees with what was billed (to 1e-6 GPU-h)."""
+    billed, metered = gpu_hours(billed), gpu_hours(metered)
+    if billed == metered:
+        return None
+    before, after = terms.cost(billed), terms.cost(metered)
+    return Correction(
+        gpu_hours=metered - billed, billed_gpu_hours=billed,
+        committed_gpu_hours=before.committed_gpu_hours, overage_rate=terms.overage_rate,
+        overage_before_gpu_hours=before.overage_gpu_hours,
+        overage_after_gpu_hours=after.overage_gpu_hours,
+        overage_before_cost=before.overage_cost, overage_after_cost=after.overage_cost,
     )
 
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from loans.figures import PeriodFigures, PeriodRow
+from loans.figures import PeriodFigures
 from metering.usage import GpuDay
 
 COLOURS = {
@@ -108,7 +108,7 @@ def cumulative_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
 def hourly_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
     """GPU-hours in each hour (the average GPUs held) against the base and max quotas."""
     x = [wall(h.hour, zone) for h in figures.hours]
-    rates = figures.rates
+    terms = figures.terms
     edges = [x[0], x[-1]] if x else []
     data = [
         {"type": "scatter", "mode": "lines", "name": _("Allocated"), "x": x,
@@ -118,10 +118,10 @@ def hourly_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
          "y": [_r(h.busy_gpu_hours) for h in figures.hours],
          "line": {"color": COLOURS["busy"], "shape": "hv"}},
         {"type": "scatter", "mode": "lines", "name": _("Base quota"), "x": edges,
-         "y": [rates.base_quota_gpus] * len(edges),
+         "y": [terms.base_quota_gpus] * len(edges),
          "line": {"color": COLOURS["base"], "dash": "dash"}},
         {"type": "scatter", "mode": "lines", "name": _("Max quota"), "x": edges,
-         "y": [rates.max_quota_gpus] * len(edges),
+         "y": [terms.max_quota_gpus] * len(edges),
          "line": {"color": COLOURS["max"], "dash": "dash"}},
     ]
     return {"data": data, "layout": _layout(_("GPU-hours per hour"), _("GPUs"))}
@@ -153,7 +153,7 @@ def heatmap_figure(days: list[GpuDay], labels: dict[int, str]) -> dict:
         yaxis={"automargin": True, "autorange": "reversed", "type": "category"})}
 
 
-def periods_figure(rows: list[PeriodRow], zone: ZoneInfo) -> dict:
+def periods_figure(rows: list, zone: ZoneInfo) -> dict:
     """The whole contract: committed, allocated and busy GPU-hours of each period."""
     x = [row.period.start.astimezone(zone).strftime("%Y-%m-%d") for row in rows]
     data = [

@@ -3,24 +3,16 @@ figures, the whole contract period by period. Usage comes from metering's hourly
 the raw samples are never read here."""
 
 from datetime import date, datetime, timedelta
-from decimal import Decimal
 
 from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Case, IntegerField, Value, When
 from django.utils.translation import gettext as _
 
-from loans import billing, closing
+from loans import billing
 from loans.burndown import TRAILING_WINDOW
-from loans.figures import (
-    HourUsage,
-    PeriodFigures,
-    PeriodRow,
-    Rates,
-    cost_at,
-    period_figures,
-)
-from loans.models import Contract, Statement, Tenant
+from loans.figures import HourUsage, PeriodFigures, period_figures
+from loans.models import Contract, Tenant
 from metering import usage
 
 
@@ -29,21 +21,9 @@ def contracts_of(tenant: Tenant) -> list[Contract]:
     order = Case(When(status=Contract.Status.ACTIVE, then=Value(0)), default=Value(1),
                  output_field=IntegerField())
     return list(
-        tenant.contracts.select_related("plan", "tenant")
+        tenant.contracts.select_related("plan", "tenant").prefetch_related("amendments")
         .exclude(status__in=[Contract.Status.DRAFT, Contract.Status.CANCELLED])
         .order_by(order, "-starts_on")
-    )
-
-
-def rates_of(contract: Contract) -> Rates:
-    terms = contract.terms()
-    return Rates(
-        committed_gpu_hours=terms.committed_gpu_hours,
-        committed_rate=terms.committed_rate,
-        overage_rate=terms.overage_rate,
-        base_quota_gpus=terms.base_quota_gpus,
-        max_quota_gpus=terms.max_quota_gpus,
-        currency=terms.currency,
     )
 
 
@@ -59,64 +39,14 @@ def hourly_usage(tenant_id: int, start: datetime, end: datetime) -> list[HourUsa
 
 
 def figures(contract: Contract, period: billing.Period, now: datetime) -> PeriodFigures:
-    """One period's figures; the week before it feeds the forecast where the contract ran."""
+    """One period's figures, priced with the terms in force at its start; the week before it
+    feeds the forecast where the contract ran."""
     contract_start = contract.periods()[0].start
     history_start = max(contract_start, period.start - TRAILING_WINDOW)
     hours = hourly_usage(contract.tenant_id, history_start, min(now, period.end))
     return period_figures(
-        period=period, rates=rates_of(contract), usage=hours, now=now,
+        period=period, terms=contract.terms_for(period.index), usage=hours, now=now,
         history_start=contract_start,
-    )
-
-
-def period_rows(contract: Contract, now: datetime) -> list[PeriodRow]:
-    """Every period that has started: a closed one from its statement, the others from the
-    meter (their figures can still change). Late usage of closed periods shows as the
-    adjustment of the first period not closed yet, where its statement will bill it."""
-    rates = rates_of(contract)
-    statements = list(Statement.objects.filter(contract=contract).order_by("period_index"))
-    by_index = {s.period_index: s for s in statements}
-    pending = closing.pending_adjustment(contract, statements)
-    rows = []
-    for period in started_periods(contract, now):
-        statement = by_index.get(period.index)
-        if statement is not None:
-            rows.append(_statement_row(period, statement))
-            continue
-        totals = usage.tenant_totals(contract.tenant_id, period.start, min(now, period.end))
-        used = billing.gpu_hours(totals.allocated_gpu_hours)
-        rows.append(PeriodRow(
-            period=period,
-            state="open" if now < period.end else "ended",
-            committed_gpu_hours=rates.committed_gpu_hours,
-            used_gpu_hours=used,
-            busy_gpu_hours=billing.gpu_hours(totals.busy_gpu_hours),
-            adjustment_gpu_hours=pending,
-            cost=cost_at(rates, used + pending),
-            completeness=None,
-        ))
-        pending = Decimal(0)
-    return rows
-
-
-def _statement_row(period: billing.Period, s: Statement) -> PeriodRow:
-    return PeriodRow(
-        period=period,
-        state="closed",
-        committed_gpu_hours=s.committed_gpu_hours,
-        used_gpu_hours=s.allocated_gpu_hours,
-        busy_gpu_hours=s.busy_gpu_hours,
-        adjustment_gpu_hours=s.adjustment_gpu_hours,
-        cost=billing.PeriodCost(
-            committed_gpu_hours=s.committed_gpu_hours,
-            used_gpu_hours=s.allocated_gpu_hours,
-            overage_gpu_hours=s.overage_gpu_hours,
-            unused_gpu_hours=s.unused_gpu_hours,
-            committed_cost=s.committed_cost,
-            overage_cost=s.overage_cost,
-            total=s.total_cost,
-        ),
-        completeness=s.completeness,
     )
 
 

@@ -2,7 +2,7 @@
 period end, the burn-down and the series behind the charts. Pure: hourly usage in, figures out.
 
 The dashboard page and the burn-down API both render a `PeriodFigures`, so they cannot
-disagree.
+disagree; money comes from the period's terms (billing.Terms.cost), the one money rule.
 """
 
 from dataclasses import dataclass
@@ -26,20 +26,10 @@ class HourUsage:
 
 
 @dataclass(frozen=True)
-class Rates:
-    committed_gpu_hours: Decimal
-    committed_rate: Decimal
-    overage_rate: Decimal
-    base_quota_gpus: int
-    max_quota_gpus: int
-    currency: str
-
-
-@dataclass(frozen=True)
 class PeriodFigures:
     period: billing.Period
     now: datetime
-    rates: Rates
+    terms: billing.Terms  # in force at the period's start
     used_gpu_hours: Decimal
     busy_gpu_hours: Decimal
     cost_so_far: billing.PeriodCost
@@ -50,7 +40,7 @@ class PeriodFigures:
 
     @property
     def committed_gpu_hours(self) -> Decimal:
-        return self.rates.committed_gpu_hours
+        return self.terms.committed_gpu_hours
 
     @property
     def remaining_gpu_hours(self) -> Decimal:
@@ -105,7 +95,7 @@ class PeriodFigures:
 def period_figures(
     *,
     period: billing.Period,
-    rates: Rates,
+    terms: billing.Terms,
     usage: list[HourUsage],
     now: datetime,
     history_start: datetime | None = None,
@@ -119,7 +109,7 @@ def period_figures(
     curve = burndown(
         start=period.start,
         end=period.end,
-        committed=float(rates.committed_gpu_hours),
+        committed=float(terms.committed_gpu_hours),
         usage=by_hour,
         now=now,
         history_start=history_start,
@@ -128,48 +118,12 @@ def period_figures(
     return PeriodFigures(
         period=period,
         now=now,
-        rates=rates,
+        terms=terms,
         used_gpu_hours=used,
         busy_gpu_hours=busy,
-        cost_so_far=cost_at(rates, used),
+        cost_so_far=terms.cost(used),
         projected_used_gpu_hours=projected,
-        projected_cost=cost_at(rates, projected),
+        projected_cost=terms.cost(projected),
         burndown=curve,
         hours=in_period,
     )
-
-
-def cost_at(rates: Rates, used: Decimal) -> billing.PeriodCost:
-    """A period's cost under these rates when `used` GPU-hours were allocated."""
-    return billing.period_cost(
-        committed=rates.committed_gpu_hours,
-        used=used,
-        committed_rate=rates.committed_rate,
-        overage_rate=rates.overage_rate,
-    )
-
-
-@dataclass(frozen=True)
-class PeriodRow:
-    """One period in the whole-contract view and the statements table."""
-
-    period: billing.Period
-    state: str  # "closed" (a statement exists), "ended" (awaiting its statement) or "open"
-    committed_gpu_hours: Decimal
-    used_gpu_hours: Decimal
-    busy_gpu_hours: Decimal
-    adjustment_gpu_hours: Decimal
-    cost: billing.PeriodCost
-    completeness: Decimal | None
-
-
-def totals(rows: list[PeriodRow]) -> dict[str, Decimal]:
-    """Sums over periods: GPU-hours and money add; nothing here averages."""
-    return {
-        "committed_gpu_hours": sum((r.committed_gpu_hours for r in rows), Decimal(0)),
-        "used_gpu_hours": sum((r.used_gpu_hours for r in rows), Decimal(0)),
-        "busy_gpu_hours": sum((r.busy_gpu_hours for r in rows), Decimal(0)),
-        "overage_gpu_hours": sum((r.cost.overage_gpu_hours for r in rows), Decimal(0)),
-        "unused_gpu_hours": sum((r.cost.unused_gpu_hours for r in rows), Decimal(0)),
-        "cost": sum((r.cost.total for r in rows), Decimal(0)),
-    }

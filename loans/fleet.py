@@ -9,6 +9,7 @@ from decimal import Decimal
 from django.db.models import Count
 
 from loans import dashboard
+from loans.billing import money
 from loans.figures import PeriodFigures
 from loans.models import Alert, Contract
 from metering import fleet
@@ -37,9 +38,8 @@ class ContractStatus:
     @property
     def projected_waste(self) -> Decimal:
         """Money paid for committed GPU-hours the forecast says will go unused."""
-        rates = self.figures.rates
-        return (self.figures.projected_unused_gpu_hours * rates.committed_rate).quantize(
-            Decimal("0.01"))
+        terms = self.figures.terms
+        return money(self.figures.projected_unused_gpu_hours * terms.committed_rate)
 
     @property
     def money_at_stake(self) -> Decimal:

@@ -7,7 +7,7 @@ from django.utils import timezone
 from loans import bursts, notify
 from loans.advising import refresh_recommendations
 from loans.alerting import evaluate_alerts
-from loans.closing import close_due_periods
+from loans.services.closing import close_due_periods
 
 RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 5}
 

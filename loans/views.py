@@ -8,6 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
+from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
@@ -20,8 +21,8 @@ from django.views.decorators.http import require_POST
 from loans import bursts, charts, dashboard, fleet
 from loans.access import is_lead, tenant_for_user, tenants_for
 from loans.billing import Period
-from loans.figures import totals
 from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
+from loans.services import ledger
 from loans.views_bursts import BurstForm
 from metering import fleet as metering_fleet
 from metering.usage import floor_hour
@@ -116,13 +117,16 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     except dashboard.PeriodChoiceError as error:
         context["error"] = str(error)
         return render(request, "loans/tenant.html", context, status=400)
-    rows = dashboard.period_rows(contract, now)
+    book = ledger.read(contract, now)
+    rows = book.entries
     zone = contract.zone
     lead = is_lead(request.user, tenant.pk)
+    terms = contract.terms_at(now)
     context.update(
-        choice=choice, rows=rows, zone=zone, currency=contract.terms().currency,
+        choice=choice, ledger=book, rows=rows, zone=zone, terms=terms, currency=terms.currency,
+        amendments=contract.amendments_in_order(),
         periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
-        recommendations=recommendations_of(contract),
+        recommendations=recommendations_of(contract, now),
         bursts=contract.bursts.filter(
             state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED], ends_at__gt=now
         ).order_by("starts_at"),
@@ -132,7 +136,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     )
     if choice == dashboard.WHOLE_CONTRACT:
         context.update(
-            totals=totals(rows),
+            totals=ledger.totals(rows),
             charts={"periods": charts.periods_figure(rows, zone)},
         )
     elif choice is not None:
@@ -151,12 +155,21 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "loans/tenant.html", context)
 
 
-def recommendations_of(contract: Contract) -> list[Recommendation]:
-    """Open recommendations, then those accepted and waiting for an operator, each with its
-    figure where it has one."""
-    recs = list(contract.recommendations.filter(
-        state__in=[Recommendation.State.OPEN, Recommendation.State.ACCEPTED]
-    ).order_by("state", "kind"))
+DECIDED_SHOWN = timedelta(days=30)
+SHOWN_ORDER = {"open": 0, "accepted": 1, "applied": 2, "dismissed": 3}
+
+
+def recommendations_of(contract: Contract, now) -> list[Recommendation]:
+    """Open recommendations, those accepted and waiting for an operator, and those applied or
+    dismissed in the last 30 days (so a decision stays visible), each with its figure where
+    it has one."""
+    State = Recommendation.State
+    recs = sorted(contract.recommendations.filter(
+        Q(state__in=[State.OPEN, State.ACCEPTED])
+        | Q(state__in=[State.APPLIED, State.DISMISSED],
+            decided_at__gte=now - DECIDED_SHOWN)
+    ).select_related("amendment", "applied_by", "decided_by"),
+        key=lambda r: (SHOWN_ORDER[r.state], r.kind))
     for rec in recs:
         rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
         rec.figure_id = f"chart-recommendation-{rec.pk}-data"
@@ -190,7 +203,8 @@ def decide(request: HttpRequest, slug: str, pk: int, decision: str) -> HttpRespo
 
 @login_required
 def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
-    """Every started period of a contract, closed or not, as the statements table shows it."""
+    """Every started period of a contract, closed or not, as the periods table shows it: the
+    figures at the usage the meter holds now, and what its statements billed so far."""
     tenant = tenant_for_user(request.user, slug)
     _contracts, contract = _contract(tenant, request)
     if contract is None:
@@ -202,18 +216,19 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
     writer = csv.writer(response)
     writer.writerow([
         "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
-        "busy_gpu_hours", "adjustment_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
-        "committed_cost", "overage_cost", "total_cost", "currency", "completeness",
+        "busy_gpu_hours", "corrected_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
+        "committed_rate", "overage_rate", "committed_cost", "overage_cost", "total_cost",
+        "billed_so_far", "currency", "completeness",
     ])
-    currency = contract.terms().currency
-    for row in dashboard.period_rows(contract, timezone.now()):
+    for row in ledger.read(contract, timezone.now()).entries:
         cost = row.cost
         writer.writerow([
             row.period.index + 1, row.period.start.astimezone(zone).isoformat(),
             row.period.end.astimezone(zone).isoformat(), row.state, row.committed_gpu_hours,
-            row.used_gpu_hours, row.busy_gpu_hours, row.adjustment_gpu_hours,
-            cost.overage_gpu_hours, cost.unused_gpu_hours, cost.committed_cost,
-            cost.overage_cost, cost.total, currency,
+            row.used_gpu_hours, row.busy_gpu_hours, row.corrected_gpu_hours,
+            cost.overage_gpu_hours, cost.unused_gpu_hours, row.terms.committed_rate,
+            row.terms.overage_rate, cost.committed_cost, cost.overage_cost, cost.total,
+            row.billed_money, row.terms.currency,
             "" if row.completeness is None else row.completeness,
         ])
     return response
@@ -243,7 +258,7 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
                        model, floor_hour(now), floor_hour(now) + POOL_AHEAD))}
                   for k, model in enumerate(pool_models())],
         "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
-        "now": now,
+        "month_ago": month_ago, "now": now,
     })
 
 
@@ -266,6 +281,6 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
             f.period.start.astimezone(s.contract.zone).isoformat(),
             f.period.end.astimezone(s.contract.zone).isoformat(), f.committed_gpu_hours,
             f.used_gpu_hours, f.projected_used_gpu_hours, s.projected_overage_cost,
-            s.projected_waste, f.rates.currency, round(f.days_left, 2),
+            s.projected_waste, f.terms.currency, round(f.days_left, 2),
         ])
     return response

@@ -1,15 +1,20 @@
+from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
+from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from config.admin import ReadOnlyAdmin
-from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour
+from metering.models import AttributionRule, Gpu, GpuHour, Node, Reattribution, TenantHour
+from metering.services import reattribute
 
 
 class HasTokenFilter(admin.SimpleListFilter):
@@ -162,3 +167,74 @@ class GpuHourAdmin(RollupAdmin):
     list_filter = ["tenant", "gpu__node"]
     search_fields = ["gpu__uuid", "gpu__node__name", "tenant__slug"]
     list_select_related = ["tenant", "gpu__node"]
+
+
+class ReattributionForm(forms.ModelForm):
+    """Moves the usage through metering.services.reattribute when it validates, so the admin
+    refuses what the API refuses (a range before the raw horizon, no such node, no reason)."""
+
+    author = None  # the operator, set per request by ReattributionAdmin.get_form
+
+    class Meta:
+        model = Reattribution
+        fields = ["scope", "value", "start", "end", "tenant", "reason"]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if self.errors:
+            return data
+        try:
+            self.instance = reattribute(
+                scope=data["scope"], value=data.get("value", ""), start=data["start"],
+                end=data["end"], tenant_id=data["tenant"].pk, reason=data.get("reason", ""),
+                author=self.author, now=timezone.now())
+        except ValidationError as error:
+            for name, messages in error.message_dict.items():
+                self.add_error(name if name in self.fields else None, messages)
+        return data
+
+
+@admin.register(Reattribution)
+class ReattributionAdmin(admin.ModelAdmin):
+    """Moves of usage between tenants, kept for good: what moved, from whom, by whom, why."""
+
+    form = ReattributionForm
+    list_display = ["created_at", "scope", "value", "start", "end", "tenant", "gpu_hours",
+                    "samples", "author"]
+    list_filter = ["scope", "tenant"]
+    search_fields = ["value", "reason", "tenant__slug"]
+    list_select_related = ["tenant", "author"]
+    date_hierarchy = "created_at"
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.author = request.user
+        return form
+
+    def get_changeform_initial_data(self, request) -> dict:
+        """The fleet page links here with the scope and the range it shows (ISO moments)."""
+        initial = super().get_changeform_initial_data(request)
+        for name in ("start", "end"):
+            try:
+                moment = parse_datetime(request.GET.get(name, ""))
+            except ValueError:
+                moment = None
+            if moment is None:
+                initial.pop(name, None)
+            else:
+                initial[name] = moment
+        return initial
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        if obj is None:
+            return []
+        return [f.name for f in Reattribution._meta.fields]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        """The form's clean() has moved the usage through the service."""

@@ -9,9 +9,10 @@ import hashlib
 import hmac
 import secrets
 
+from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
-from django.db.models import Q, Value
+from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -320,3 +321,78 @@ class TenantInstant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant_id} {self.ts:%Y-%m-%d %H:%M:%S} {self.gpus}"
+
+
+class RawHorizon(models.Model):
+    """How far back raw samples are complete: retention purged everything before
+    `purged_before`. One row. Rollups of earlier hours can no longer be recounted, so rebuilds
+    and re-attributions leave them as they are (rollups are kept forever)."""
+
+    purged_before = models.DateTimeField(_("raw samples purged before"))
+
+    class Meta:
+        verbose_name = _("raw sample horizon")
+        verbose_name_plural = _("raw sample horizon")
+
+    def __str__(self) -> str:
+        return f"raw samples from {self.purged_before:%Y-%m-%d %H:%M}"
+
+    @classmethod
+    def complete_from(cls):
+        """The first instant whose raw samples are all kept, or None if nothing was purged."""
+        row = cls.objects.order_by("-purged_before").first()
+        return row.purged_before if row else None
+
+
+class Reattribution(models.Model):
+    """An operator's move of a time range's usage to a tenant: a node's, an owner value's, or
+    the usage no rule claimed. Kept for good, with what it moved from whom; the ledger turns
+    the change into corrections where it touches closed periods."""
+
+    class Scope(models.TextChoices):
+        NODE = "node", _("a node's usage")
+        NAMESPACE = "namespace", _("a namespace's usage")
+        ACCOUNT = "account", _("an account's usage")
+        USER = "user", _("a user's usage")
+        JOB = "job", _("a job's usage")
+        UNATTRIBUTED = "unattributed", _("unattributed usage")
+
+    scope = models.CharField(_("what"), max_length=12, choices=Scope.choices)
+    value = models.CharField(
+        _("value"), max_length=253, blank=True,
+        help_text=_("The node's name or the owner value; empty for unattributed usage."))
+    start = models.DateTimeField(_("from"))
+    end = models.DateTimeField(_("until"))
+    tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.PROTECT, related_name="+", verbose_name=_("to tenant"))
+    gpu_hours = models.DecimalField(_("allocated GPU-hours moved"), max_digits=16,
+                                    decimal_places=6)
+    samples = models.PositiveIntegerField(_("samples moved"))
+    moved_from = models.JSONField(
+        _("moved from"), default=dict,
+        help_text=_('Allocated GPU-hours by former tenant id ("" for unattributed).'))
+    reason = models.TextField(_("reason"))
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+", verbose_name=_("by"))
+    created_at = models.DateTimeField(_("done"), default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("re-attribution")
+        verbose_name_plural = _("re-attributions")
+        constraints = [
+            models.CheckConstraint(condition=Q(end__gt=F("start")),
+                                   name="reattribution_forward"),
+            models.CheckConstraint(
+                condition=Q(scope__in=["node", "namespace", "account", "user", "job",
+                                       "unattributed"]),
+                name="reattribution_scope_known"),
+            models.CheckConstraint(
+                condition=Q(scope="unattributed", value="") | (~Q(scope="unattributed")
+                                                               & ~Q(value="")),
+                name="reattribution_value_matches_scope"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_scope_display()} {self.value} -> {self.tenant_id}"

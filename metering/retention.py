@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import transaction
 
 from metering import partitions
-from metering.models import TenantInstant, UsageSample
+from metering.models import RawHorizon, TenantInstant, UsageSample
 
 
 @dataclass(frozen=True)
@@ -27,4 +27,10 @@ def purge_raw_samples(now: datetime) -> Purged:
         if not partitions.is_partitioned():
             deleted, _ = UsageSample.objects.filter(ts__lt=cutoff).delete()
         TenantInstant.objects.filter(ts__lt=cutoff).delete()
+        # From here on the rollups of earlier hours can no longer be recounted.
+        horizon = RawHorizon.objects.first()
+        if horizon is None:
+            RawHorizon.objects.create(purged_before=cutoff)
+        elif horizon.purged_before < cutoff:
+            RawHorizon.objects.filter(pk=horizon.pk).update(purged_before=cutoff)
     return Purged(cutoff, dropped, deleted)

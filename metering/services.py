@@ -1,10 +1,16 @@
 """Writes that span rows of metering's tables."""
 
+from datetime import datetime, timedelta
+from decimal import Decimal
+
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
+from django.utils.translation import gettext as _
 
 from loans.models import Tenant
-from metering.models import Node
+from metering.models import Node, RawHorizon, Reattribution, UsageSample
+from metering.usage import rebuild_rollups
 
 
 @transaction.atomic
@@ -24,3 +30,69 @@ def validation_message(error: ValidationError) -> str:
             for field, messages in error.message_dict.items()
         )
     return " ".join(error.messages)
+
+
+OWNER_SCOPES = ("namespace", "account", "user", "job")
+
+
+def reattribute(*, scope: str, value: str, start: datetime, end: datetime, tenant_id: int,
+                reason: str, author=None, now: datetime) -> Reattribution:
+    """Move the usage of [start, end) of a node, of an owner value or of no tenant to a tenant,
+    and keep the record of it. The raw samples change tenant and their hours are recounted, so
+    open periods change at once and closed ones get corrections on both sides. Only hours
+    whose raw samples are still kept can move (rollups of purged days are left as they are)."""
+    value = (value or "").strip()
+    errors = _check_move(scope, value, start, end, reason, now)
+    if errors:
+        raise ValidationError(errors)
+    samples = UsageSample.objects.filter(ts__gte=start, ts__lt=end)
+    if scope == Reattribution.Scope.NODE:
+        node = Node.objects.filter(name=value).first()
+        if node is None:
+            raise ValidationError({"value": _("There is no node named %(name)s.")
+                                   % {"name": value[:63]}})
+        samples = samples.filter(node_id=node.pk)
+    elif scope in OWNER_SCOPES:
+        samples = samples.filter(**{f"owner__{scope}": value})
+    else:
+        samples = samples.filter(tenant_id__isnull=True)
+    samples = samples.exclude(tenant_id=tenant_id)
+    held = ExpressionWrapper(F("interval_s") * F("fraction"), output_field=FloatField())
+    with transaction.atomic():
+        moved = {("" if row["tenant_id"] is None else str(row["tenant_id"])):
+                 round((row["seconds"] or 0.0) / 3600, 6)
+                 for row in samples.values("tenant_id").annotate(
+                     seconds=Sum(held, filter=Q(allocated=True))).order_by("tenant_id")}
+        span = samples.aggregate(first=Min("ts"), last=Max("ts"))
+        count = samples.update(tenant_id=tenant_id)
+        if count:
+            rebuild_rollups(span["first"], span["last"] + timedelta(hours=1))
+        return Reattribution.objects.create(
+            scope=scope, value=value, start=start, end=end, tenant_id=tenant_id,
+            gpu_hours=Decimal(repr(sum(moved.values()))).quantize(Decimal("0.000001")),
+            samples=count, moved_from=moved, reason=reason.strip(), author=author,
+            created_at=now)
+
+
+def _check_move(scope: str, value: str, start: datetime, end: datetime, reason: str,
+                now: datetime) -> dict[str, list[str]]:
+    errors: dict[str, list[str]] = {}
+    if scope not in Reattribution.Scope.values:
+        errors["scope"] = [_("Choose what to move: %(scopes)s.") % {
+            "scopes": ", ".join(Reattribution.Scope.values)}]
+    elif scope == Reattribution.Scope.UNATTRIBUTED and value:
+        errors["value"] = [_("Unattributed usage has no value to match; leave it empty.")]
+    elif scope != Reattribution.Scope.UNATTRIBUTED and not value:
+        errors["value"] = [_("Say which node or owner value's usage to move.")]
+    if end <= start:
+        errors["end"] = [_("The end must be after the start.")]
+    if start > now:
+        errors["start"] = [_("Usage that has not happened yet cannot be moved.")]
+    horizon = RawHorizon.complete_from()
+    if horizon is not None and start < horizon:
+        errors["start"] = [_("Raw samples before %(when)s have been purged (rollups are kept as "
+                             "they are); only usage since then can be moved.")
+                           % {"when": horizon.isoformat()}]
+    if not (reason or "").strip():
+        errors["reason"] = [_("Say why the usage is moved.")]
+    return errors

@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 
 import psycopg
 from django.db import connection, models, transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.db.models.functions import TruncDate
 
-from metering.models import GpuHour, TenantHour, UsageSample
+from metering.models import GpuHour, RawHorizon, TenantHour, TenantInstant, UsageSample
 
 HOUR = timedelta(hours=1)
 
@@ -40,6 +40,25 @@ def tenant_totals(tenant_id: int | None, start: datetime, end: datetime) -> Tota
         busy_gpu_hours=(sums["busy"] or 0.0) / 3600,
         sample_count=sums["samples"] or 0,
     )
+
+
+def tenant_totals_in(tenant_id: int | None,
+                     ranges: list[tuple[datetime, datetime]]) -> list[Totals]:
+    """tenant_totals for each of several ranges (a contract's periods), in one query: reading
+    a year-old contract costs one aggregate, not one per period."""
+    if not ranges:
+        return []
+    sums = {}
+    for k, (start, end) in enumerate(ranges):
+        within = Q(hour__gte=start, hour__lt=end)
+        sums |= {f"a{k}": Sum("allocated_gpu_s", filter=within),
+                 f"b{k}": Sum("busy_gpu_s", filter=within),
+                 f"n{k}": Sum("sample_count", filter=within)}
+    first, last = min(s for s, _e in ranges), max(e for _s, e in ranges)
+    row = TenantHour.objects.filter(tenant_id=tenant_id, hour__gte=first,
+                                    hour__lt=last).aggregate(**sums)
+    return [Totals((row[f"a{k}"] or 0.0) / 3600, (row[f"b{k}"] or 0.0) / 3600, row[f"n{k}"] or 0)
+            for k in range(len(ranges))]
 
 
 @dataclass(frozen=True)
@@ -127,26 +146,48 @@ def recount(samples: Iterable[Sample]) -> tuple[dict, dict]:
     return by_tenant, by_gpu
 
 
-def rebuild_rollups(start: datetime, end: datetime) -> int:
+def ceil_hour(ts: datetime) -> datetime:
+    hour = floor_hour(ts)
+    return hour if hour == ts else hour + HOUR
+
+
+@dataclass(frozen=True)
+class Recount:
+    samples: int  # raw samples counted
+    kept: tuple[datetime, datetime] | None  # hours left as they were: their raw data is gone
+
+
+def rebuild_rollups(start: datetime, end: datetime) -> Recount:
     """Replace the rollups of the hours in [start, end) with a recount of the raw samples.
 
-    For backfills and the demo; ingestion keeps rollups current as samples arrive. Returns the
-    number of samples counted.
+    Rollups are kept forever, raw samples only for the retention window: hours before the raw
+    horizon (metering.models.RawHorizon) are left as they are, never recounted from the little
+    that is left of them. For backfills, re-attribution and the demo; ingestion keeps rollups
+    current as samples arrive.
     """
     # Whole hours only: a rollup half recounted would be wrong.
-    start = floor_hour(start)
-    if floor_hour(end) != end:
-        end = floor_hour(end) + HOUR
+    start, end = floor_hour(start), ceil_hour(end)
+    kept = None
+    horizon = RawHorizon.complete_from()
+    if horizon is not None and start < ceil_hour(horizon):
+        kept = (start, min(ceil_hour(horizon), end))
+        start = kept[1]
+    if start >= end:
+        return Recount(0, kept)
     samples = UsageSample.objects.filter(ts__gte=start, ts__lt=end).values_list(
         "gpu_id", "ts", "tenant_id", "interval_s", "allocated", "fraction", "util_pct"
     )
     rows = list(samples.iterator(chunk_size=20_000))
-    by_tenant, by_gpu = recount(rows)
+    by_tenant, by_gpu, at_instant = tally(rows)
+    for (tenant_id, ts), gpus in at_instant.items():
+        sums = by_tenant[(tenant_id, floor_hour(ts))]
+        sums.peak_gpus = max(sums.peak_gpus, gpus)
     sums = tuple(field.name for field in fields(_Sums))
     hour_of = connection.ops.adapt_datetimefield_value
     with transaction.atomic():
         TenantHour.objects.filter(hour__gte=start, hour__lt=end).delete()
         GpuHour.objects.filter(hour__gte=start, hour__lt=end).delete()
+        TenantInstant.objects.filter(ts__gte=start, ts__lt=end).delete()
         insert_rows(
             TenantHour, ("tenant_id", "hour", *sums),
             [(t, hour_of(h), *astuple(s)) for (t, h), s in by_tenant.items()],
@@ -155,7 +196,9 @@ def rebuild_rollups(start: datetime, end: datetime) -> int:
             GpuHour, ("gpu_id", "tenant_id", "hour", *sums),
             [(g, t, hour_of(h), *astuple(s)) for (g, t, h), s in by_gpu.items()],
         )
-    return len(rows)
+        insert_rows(TenantInstant, ("tenant_id", "ts", "gpus"),
+                    [(t, hour_of(ts), gpus) for (t, ts), gpus in at_instant.items()])
+    return Recount(len(rows), kept)
 
 
 ROWS_PER_INSERT = 5000

@@ -1,7 +1,10 @@
-"""Operators' API for nodes: creating one (or rotating its token) returns the token once."""
+"""Operators' API for nodes (creating one, or rotating its token, returns the token once) and
+for re-attributions."""
 
+from django.core.exceptions import ValidationError
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import serializers
+from rest_framework import mixins, permissions, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -9,7 +12,8 @@ from rest_framework.response import Response
 from loans.api import OperatorViewSet
 from loans.models import Tenant
 from loans.serializers import ModelCleanMixin
-from metering.models import Node
+from metering.models import Node, Reattribution
+from metering.services import reattribute
 
 
 class NodeSerializer(ModelCleanMixin, serializers.ModelSerializer):
@@ -59,3 +63,35 @@ class NodeViewSet(OperatorViewSet):
     def _with_token(node: Node, token: str) -> dict:
         node.token = token
         return IssuedTokenSerializer(node).data
+
+
+class ReattributionSerializer(serializers.ModelSerializer):
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    author = serializers.StringRelatedField()
+
+    class Meta:
+        model = Reattribution
+        fields = ["id", "scope", "value", "start", "end", "tenant", "reason", "gpu_hours",
+                  "samples", "moved_from", "author", "created_at"]
+        read_only_fields = ["gpu_hours", "samples", "moved_from", "author", "created_at"]
+
+
+class ReattributionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                           mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Moves of usage between tenants: a node's, an owner value's (namespace, account, user,
+    job) or the unattributed usage of a time range. Kept for good; never changed or deleted.
+    Open periods change at once; closed ones get corrections on both sides."""
+
+    permission_classes = [permissions.IsAdminUser]
+    queryset = Reattribution.objects.select_related("tenant", "author")
+    serializer_class = ReattributionSerializer
+
+    def perform_create(self, serializer) -> None:
+        data = serializer.validated_data
+        try:
+            serializer.instance = reattribute(
+                scope=data["scope"], value=data.get("value", ""), start=data["start"],
+                end=data["end"], tenant_id=data["tenant"].pk, reason=data["reason"],
+                author=self.request.user, now=timezone.now())
+        except ValidationError as error:
+            raise serializers.ValidationError(serializers.as_serializer_error(error)) from None

@@ -98,7 +98,7 @@ def test_an_overlapping_contract_entered_in_the_admin_gets_a_clear_message(
         "time_zone": "Asia/Shanghai", "status": "active",
     })
     assert response.status_code == 200
-    assert "already has an active contract" in response.content.decode()
+    assert "already has a contract in force" in response.content.decode()
     assert Contract.objects.count() == 1
 
 

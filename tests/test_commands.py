@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from loans.demo import OPERATOR, STORIES
 from loans.models import Contract, Membership, Plan, Tenant
-from loans.summary import current_summary
+from loans.services import ledger
 from loans.tokens import ApiToken
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
@@ -59,7 +59,8 @@ def test_seed_demo_tells_the_four_stories_and_prints_the_logins(db):
     assert Plan.objects.count() >= 4
     now = timezone.now()
     summaries = {
-        c.tenant.slug: current_summary(c, now) for c in Contract.objects.select_related("tenant")
+        c.tenant.slug: ledger.read(c, now).current
+        for c in Contract.objects.select_related("tenant")
     }
     # The contracts started 110 days ago: 25 days of history cover the current period so far.
 

@@ -1,7 +1,9 @@
-"""Tenants, their members, the plan catalogue, contracts, statements, alerts,
+"""Tenants, their members, the plan catalogue, contracts and their amendments, statements and
+their correction lines, alerts,
 recommendations, API tokens and jobs waiting for the broker."""
 
 from loans.models.alerts import Alert
+from loans.models.amendments import Amendment
 from loans.models.bursts import BurstEvent, BurstRequest
 from loans.models.contracts import Contract, Terms
 from loans.models.fields import (
@@ -17,13 +19,13 @@ from loans.models.fields import (
 from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
-from loans.models.statements import Statement
+from loans.models.statements import CorrectionLine, Statement
 from loans.models.tenants import Membership, Tenant
 from loans.tokens import ApiToken
 
 __all__ = [
-    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "ApiToken", "BurstEvent",
-    "BurstRequest", "Contract", "Membership", "PendingTask",
+    "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
+    "BurstRequest", "Contract", "CorrectionLine", "Membership", "PendingTask",
     "Plan", "Recommendation", "Statement", "Tenant", "Terms", "currency_validator",
     "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

@@ -1,8 +1,14 @@
 """Contracts: a tenant signed to a plan. What spans two tables (overrides against the plan,
-overlapping contracts) is checked in clean() and, for overlaps, by the database too
-(migration 0002)."""
+overlapping contracts) is checked in clean() and by the database too (migrations 0002, 0008).
 
-from dataclasses import dataclass
+A contract's terms are the plan's numbers copied at signing (activation), with the negotiated
+overrides; editing the plan later changes only contracts signed afterwards. A signed contract's
+numbers change only by an amendment (loans.models.Amendment), in force from the start of a
+period that is not closed; its start, time zone and term are fixed once it has a statement,
+except that early termination ends it at the end of its current period.
+"""
+
+from dataclasses import replace
 from datetime import datetime
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -10,12 +16,15 @@ from zoneinfo import ZoneInfo
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from loans import billing
+from loans.billing import Terms
 from loans.models.fields import (
     MAX_HOURS_PER_PERIOD,
     MAX_TERM_MONTHS,
+    currency_validator,
     default_time_zone,
     non_negative,
     validate_time_zone,
@@ -23,22 +32,11 @@ from loans.models.fields import (
 from loans.models.plans import Plan
 from loans.models.tenants import Tenant
 
-
-@dataclass(frozen=True)
-class Terms:
-    """A contract's effective numbers: its negotiated overrides, else its plan's."""
-
-    base_quota_gpus: int
-    max_quota_gpus: int
-    committed_gpu_hours: Decimal
-    committed_rate: Decimal
-    overage_rate: Decimal
-    term_months: int
-    currency: str
+__all__ = ["Contract", "Terms"]
 
 
 class Contract(models.Model):
-    """A tenant signed to a plan from a start date; may override the plan's numbers."""
+    """A tenant signed to a plan from a start date, over an interval of instants."""
 
     class Status(models.TextChoices):
         DRAFT = "draft", _("draft")
@@ -46,6 +44,7 @@ class Contract(models.Model):
         ENDED = "ended", _("ended")
         CANCELLED = "cancelled", _("cancelled")
 
+    # Negotiated before signing; at signing every one left empty takes the plan's number.
     OVERRIDES = (
         "base_quota_gpus",
         "max_quota_gpus",
@@ -54,22 +53,42 @@ class Contract(models.Model):
         "overage_rate",
         "overage_multiplier",
         "term_months",
+        "upfront_fee",
     )
+    # What signing fixes: the contract's own numbers from then on, whatever the plan becomes.
+    SIGNED = (
+        "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours", "committed_rate",
+        "overage_rate", "overage_multiplier", "upfront_fee", "currency", "gpu_model",
+        "signed_at",
+    )
+    # What an amendment may change, from a period that is not closed.
+    AMENDABLE = (
+        "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours", "committed_rate",
+        "overage_rate",
+    )
+    # Fixed once a statement exists (the term may still be shortened by termination).
+    STATED = ("starts_on", "time_zone", "term_months")
+    # Statuses whose contracts hold their instants: two of one tenant never overlap.
+    HOLDING = ("active", "ended")
 
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="contracts")
     plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="contracts")
     starts_on = models.DateField(_("starts on"))
     ends_on = models.DateField(
-        _("ends on"), editable=False, help_text=_("The start date plus the term.")
+        _("ends on"), editable=False,
+        help_text=_("The start date plus the term: the contract ends at local midnight."),
     )
     time_zone = models.CharField(
         _("time zone"), max_length=64, default=default_time_zone,
         validators=[validate_time_zone],
         help_text=_("Periods start at local midnight in this zone."),
     )
+    window_start = models.DateTimeField(_("in force from"), editable=False)
+    window_end = models.DateTimeField(_("in force until"), editable=False)
     status = models.CharField(
         _("status"), max_length=10, choices=Status.choices, default=Status.DRAFT
     )
+    signed_at = models.DateTimeField(_("signed"), null=True, blank=True, editable=False)
     base_quota_gpus = models.PositiveIntegerField(_("base quota (GPUs)"), null=True, blank=True)
     max_quota_gpus = models.PositiveIntegerField(_("max quota (GPUs)"), null=True, blank=True)
     committed_gpu_hours = models.DecimalField(
@@ -88,6 +107,18 @@ class Contract(models.Model):
         _("overage multiplier"), max_digits=5, decimal_places=3, null=True, blank=True
     )
     term_months = models.PositiveSmallIntegerField(_("term (months)"), null=True, blank=True)
+    upfront_fee = models.DecimalField(
+        _("upfront fee"), max_digits=14, decimal_places=2, null=True, blank=True,
+        validators=non_negative(),
+    )
+    currency = models.CharField(
+        _("currency"), max_length=3, blank=True, validators=[currency_validator],
+        help_text=_("Copied from the plan at signing."),
+    )
+    gpu_model = models.CharField(
+        _("GPU model"), max_length=100, blank=True,
+        help_text=_("Copied from the plan at signing; empty: any model."),
+    )
     notes = models.TextField(_("notes"), blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
@@ -107,9 +138,11 @@ class Contract(models.Model):
             models.CheckConstraint(
                 condition=(Q(committed_gpu_hours__isnull=True) | Q(committed_gpu_hours__gte=0))
                 & (Q(committed_rate__isnull=True) | Q(committed_rate__gte=0))
-                & (Q(overage_rate__isnull=True) | Q(overage_rate__gte=0)),
+                & (Q(overage_rate__isnull=True) | Q(overage_rate__gte=0))
+                & (Q(upfront_fee__isnull=True) | Q(upfront_fee__gte=0)),
                 name="contract_numbers_not_negative",
-                violation_error_message=_("Committed GPU-hours and rates cannot be negative."),
+                violation_error_message=_(
+                    "Committed GPU-hours, rates and fees cannot be negative."),
             ),
             models.CheckConstraint(
                 condition=Q(overage_multiplier__isnull=True) | Q(overage_multiplier__gte=1),
@@ -128,8 +161,22 @@ class Contract(models.Model):
                 violation_error_message=_("A contract must end after it starts."),
             ),
             models.CheckConstraint(
+                condition=Q(window_end__gt=F("window_start")),
+                name="contract_window_forward",
+            ),
+            models.CheckConstraint(
                 condition=Q(status__in=["draft", "active", "ended", "cancelled"]),
                 name="contract_status_known",
+            ),
+            # A contract holding instants has signed terms of its own.
+            models.CheckConstraint(
+                condition=~Q(status__in=["active", "ended"])
+                | (Q(signed_at__isnull=False) & Q(base_quota_gpus__isnull=False)
+                   & Q(max_quota_gpus__isnull=False) & Q(committed_gpu_hours__isnull=False)
+                   & Q(committed_rate__isnull=False) & Q(overage_rate__isnull=False)
+                   & Q(term_months__isnull=False) & Q(upfront_fee__isnull=False)
+                   & ~Q(currency="")),
+                name="contract_signed_terms_complete",
             ),
         ]
 
@@ -137,87 +184,220 @@ class Contract(models.Model):
         return f"{self.tenant.slug} / {self.plan.name} from {self.starts_on}"
 
     def save(self, *args, **kwargs) -> None:
-        if self.starts_on and self.plan_id:
-            self.ends_on = billing.add_months(self.starts_on, self.terms().term_months)
+        if self.status in self.HOLDING and not self.is_signed:
+            self.sign()
+        changed = self.changed_signed_terms()
+        if changed:
+            raise ValidationError({name: _("Signed terms change only by an amendment.")
+                                   for name in changed})
+        self._place()
         super().save(*args, **kwargs)
+        self._remember_stored()
 
-    def terms(self) -> Terms:
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        contract = super().from_db(db, field_names, values)
+        contract._stored = dict(zip(field_names, values, strict=True))
+        return contract
+
+    def _remember_stored(self) -> None:
+        self._stored = {f.attname: getattr(self, f.attname) for f in self._meta.concrete_fields}
+
+    def stored(self, name: str):
+        """The value of `name` as last read from or written to the database (None if new)."""
+        return getattr(self, "_stored", {}).get(name)
+
+    @property
+    def is_signed(self) -> bool:
+        return self.signed_at is not None
+
+    def sign(self, now: datetime | None = None) -> None:
+        """Copy the plan's numbers into every term the contract does not override. From now on
+        the contract's own numbers are its terms, whatever happens to the plan."""
+        terms = self.draft_terms()
+        self.base_quota_gpus = terms.base_quota_gpus
+        self.max_quota_gpus = terms.max_quota_gpus
+        self.committed_gpu_hours = terms.committed_gpu_hours
+        self.committed_rate = terms.committed_rate
+        self.overage_rate = terms.overage_rate
+        self.term_months = terms.term_months
+        self.upfront_fee = terms.upfront_fee
+        self.currency = terms.currency
+        self.gpu_model = terms.gpu_model
+        self.signed_at = now or timezone.now()
+
+    def _place(self) -> None:
+        """ends_on and the window of instants, from the start date, the zone and the term."""
+        if not (self.starts_on and self.plan_id and self._time_zone_is_valid()):
+            return
+        self.ends_on = billing.add_months(self.starts_on, self.term_count())
+        self.window_start = billing.local_midnight(self.starts_on, self.zone)
+        self.window_end = billing.local_midnight(self.ends_on, self.zone)
+
+    def changed_signed_terms(self) -> list[str]:
+        """The signed terms this instance would change in the database."""
+        if not hasattr(self, "_stored") or self.stored("signed_at") is None:
+            return []
+        return [name for name in self.SIGNED
+                if _differ(getattr(self, _attname(self, name)), self.stored(name))]
+
+    def term_count(self) -> int:
+        """The number of periods: the contract's own term, else (before signing) the plan's."""
+        return self.term_months if self.term_months is not None else self.plan.term_months
+
+    def draft_terms(self) -> Terms:
+        """The terms as they would be signed now: each override, else the plan's number."""
         plan = self.plan
 
         def pick(name: str):
             value = getattr(self, name)
             return getattr(plan, name) if value is None else value
 
-        committed_rate = pick("committed_rate")
+        committed_rate = billing.rate(pick("committed_rate"))
         # An explicit overage rate on either side wins over a multiplier; the contract's own
         # numbers win over the plan's.
         if self.overage_rate is not None:
-            rate = self.overage_rate
+            overage = billing.rate(self.overage_rate)
         elif self.overage_multiplier is not None:
-            rate = billing.overage_rate(committed_rate, None, self.overage_multiplier)
+            overage = billing.overage_rate(committed_rate, None, self.overage_multiplier)
         else:
-            rate = billing.overage_rate(committed_rate, plan.overage_rate, plan.overage_multiplier)
+            overage = billing.overage_rate(committed_rate, plan.overage_rate,
+                                           plan.overage_multiplier)
         return Terms(
             base_quota_gpus=pick("base_quota_gpus"),
             max_quota_gpus=pick("max_quota_gpus"),
             committed_gpu_hours=pick("committed_gpu_hours"),
             committed_rate=committed_rate,
-            overage_rate=rate,
+            overage_rate=overage,
             term_months=pick("term_months"),
-            currency=plan.currency,
+            currency=self.currency or plan.currency,
+            upfront_fee=pick("upfront_fee"),
+            gpu_model=self.gpu_model if self.is_signed else plan.gpu_model,
         )
+
+    def signed_terms(self) -> Terms:
+        """The terms of the first period: the contract's own numbers once signed."""
+        if not self.is_signed:
+            return self.draft_terms()
+        return Terms(
+            base_quota_gpus=self.base_quota_gpus, max_quota_gpus=self.max_quota_gpus,
+            committed_gpu_hours=Decimal(self.committed_gpu_hours),
+            committed_rate=billing.rate(self.committed_rate),
+            overage_rate=billing.rate(self.overage_rate), term_months=self.term_months,
+            currency=self.currency, upfront_fee=Decimal(self.upfront_fee),
+            gpu_model=self.gpu_model,
+        )
+
+    def amendments_in_order(self) -> list:
+        """Amendments by the period they apply from, then as written (prefetch-friendly)."""
+        if not self.pk:
+            return []
+        return sorted(self.amendments.all(), key=lambda a: (a.from_period, a.created_at, a.pk))
+
+    def terms_for(self, index: int) -> Terms:
+        """The terms in force at the start of period `index`: the signed ones, with every
+        amendment from that period or earlier applied in order."""
+        terms = self.signed_terms()
+        for amendment in self.amendments_in_order():
+            if amendment.from_period <= index:
+                terms = amendment.apply_to(terms)
+        return replace(terms, term_months=self.term_count())
+
+    def terms_at(self, moment: datetime) -> Terms:
+        """The terms in force at `moment` (the first period's before the start, the last
+        period's after the end)."""
+        periods = self.periods()
+        index = next((p.index for p in periods if p.contains(moment)),
+                     0 if not periods or moment < periods[0].start else periods[-1].index)
+        return self.terms_for(index)
+
+    def terms(self) -> Terms:
+        """The terms in force now."""
+        return self.terms_at(timezone.now())
 
     @property
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.time_zone)
 
     def periods(self) -> list[billing.Period]:
-        return billing.periods(self.starts_on, self.terms().term_months, self.zone)
+        return billing.periods(self.starts_on, self.term_count(), self.zone)
 
     def period_at(self, ts: datetime) -> billing.Period | None:
-        return billing.period_at(self.starts_on, self.terms().term_months, self.zone, ts)
+        return billing.period_at(self.starts_on, self.term_count(), self.zone, ts)
 
     def clean(self) -> None:
-        """The checks that span the plan and other contracts, with messages for operators."""
+        """The checks that span the plan, the contract's history and other contracts, with
+        messages for operators."""
         if not self.plan_id or not self.starts_on:
             return
-        terms = self.terms()
-        self.ends_on = billing.add_months(self.starts_on, terms.term_months)
+        if self.status in self.HOLDING and not self.is_signed:
+            self.sign()  # activating signs: the checks below see the terms it fixes
         errors: dict[str, list] = {}
+
+        def refuse(field: str, message) -> None:
+            errors.setdefault(field, []).append(message)
+
+        for name in self.changed_signed_terms():
+            refuse(name, _("Signed terms change only by an amendment, from a period that is "
+                           "not closed."))
+        terms = self.signed_terms() if self.is_signed else self.draft_terms()
         if terms.max_quota_gpus < terms.base_quota_gpus:
-            errors.setdefault("max_quota_gpus", []).append(
-                _("The max quota (%(max)s) cannot be below the base quota (%(base)s).")
-                % {"max": terms.max_quota_gpus, "base": terms.base_quota_gpus}
-            )
+            refuse("max_quota_gpus",
+                   _("The max quota (%(max)s) cannot be below the base quota (%(base)s).")
+                   % {"max": terms.max_quota_gpus, "base": terms.base_quota_gpus})
         if terms.committed_gpu_hours > terms.max_quota_gpus * MAX_HOURS_PER_PERIOD:
-            errors.setdefault("committed_gpu_hours", []).append(
-                _("%(hours)s GPU-hours can never be used with a max quota of %(max)s GPUs.")
-                % {"hours": terms.committed_gpu_hours, "max": terms.max_quota_gpus}
-            )
+            refuse("committed_gpu_hours",
+                   _("%(hours)s GPU-hours can never be used with a max quota of %(max)s GPUs.")
+                   % {"hours": terms.committed_gpu_hours, "max": terms.max_quota_gpus})
         if terms.overage_rate < terms.committed_rate:
-            errors.setdefault("overage_rate", []).append(
-                _("The overage rate cannot be below the committed rate.")
-            )
+            refuse("overage_rate", _("The overage rate cannot be below the committed rate."))
+        self._clean_history(refuse)
         if "time_zone" not in errors and self._time_zone_is_valid():
+            self._place()
             misaligned = [p.start for p in self.periods() if not billing.hour_aligned(p.start)]
             if misaligned:
-                errors.setdefault("time_zone", []).append(
-                    _(
-                        "Periods in %(zone)s would start off the hour in UTC (%(when)s); "
-                        "usage is metered by the UTC hour, so choose a zone with a whole-hour "
-                        "offset."
-                    )
-                    % {"zone": self.time_zone, "when": misaligned[0].isoformat()}
-                )
-        if self.status == self.Status.ACTIVE and self.tenant_id:
-            clash = self.overlapping_active().first()
-            if clash:
-                errors.setdefault("starts_on", []).append(
-                    _("%(tenant)s already has an active contract from %(start)s to %(end)s.")
-                    % {"tenant": self.tenant, "start": clash.starts_on, "end": clash.ends_on}
-                )
+                refuse("time_zone", _(
+                    "Periods in %(zone)s would start off the hour in UTC (%(when)s); usage is "
+                    "metered by the UTC hour, so choose a zone with a whole-hour offset.")
+                    % {"zone": self.time_zone, "when": misaligned[0].isoformat()})
+            elif self.status in self.HOLDING and self.tenant_id:
+                clash = self.overlapping().first()
+                if clash:
+                    refuse("starts_on", _(
+                        "%(tenant)s already has a contract in force from %(start)s to %(end)s "
+                        "(UTC); two contracts of one tenant never overlap.")
+                        % {"tenant": self.tenant, "start": f"{clash.window_start:%Y-%m-%d %H:%M}",
+                           "end": f"{clash.window_end:%Y-%m-%d %H:%M}"})
         if errors:
             raise ValidationError(errors)
+
+    def _clean_history(self, refuse) -> None:
+        """What the contract's past forbids: status changes, and moving a stated contract."""
+        before = self.stored("status")
+        if before is None or not self.pk:
+            return
+        stated = self.statements.exists()
+        if stated:
+            for name in self.STATED:
+                if _differ(getattr(self, name), self.stored(name)):
+                    refuse(name, _("The start, time zone and term of a contract cannot change "
+                                   "once it has a statement; to end it early, terminate it."))
+        now = timezone.now()
+        status, S = self.status, self.Status
+        if before == status:
+            return
+        if before in (S.ENDED, S.CANCELLED):
+            refuse("status", _("An ended or cancelled contract cannot be reopened; sign a new "
+                               "one."))
+        elif before == S.ACTIVE and status == S.DRAFT:
+            refuse("status", _("A signed contract cannot go back to draft."))
+        elif before == S.ACTIVE and status == S.ENDED and now < self.window_end:
+            refuse("status", _("This contract is in force until %(end)s; to end it early, "
+                               "terminate it: it ends at the end of its current period.")
+                   % {"end": self.window_end.isoformat()})
+        elif before == S.ACTIVE and status == S.CANCELLED and (stated or now >= self.window_start):
+            refuse("status", _("A contract that has started cannot be cancelled; terminate it "
+                               "instead."))
 
     def _time_zone_is_valid(self) -> bool:
         try:
@@ -226,10 +406,22 @@ class Contract(models.Model):
             return False
         return True
 
-    def overlapping_active(self) -> models.QuerySet:
+    def overlapping(self) -> models.QuerySet:
+        """The tenant's other contracts in force at some instant of this one's window."""
         return Contract.objects.filter(
             tenant_id=self.tenant_id,
-            status=self.Status.ACTIVE,
-            starts_on__lt=self.ends_on,
-            ends_on__gt=self.starts_on,
+            status__in=self.HOLDING,
+            window_start__lt=self.window_end,
+            window_end__gt=self.window_start,
         ).exclude(pk=self.pk)
+
+
+def _attname(contract: Contract, name: str) -> str:
+    return contract._meta.get_field(name).attname
+
+
+def _differ(new, old) -> bool:
+    """Stored and current values compare as numbers where they are (10 == 10.0000)."""
+    if isinstance(new, Decimal | int) and isinstance(old, Decimal | int):
+        return Decimal(new) != Decimal(old)
+    return new != old

@@ -10,7 +10,7 @@ from loans.models.contracts import Contract
 
 class Recommendation(models.Model):
     """A better commitment, quota or plan, with its evidence. Accepting one records a request
-    for an operator, who applies it in the admin."""
+    for an operator; applying it writes the amendment (loans.services.amendments)."""
 
     class Kind(models.TextChoices):
         COMMITMENT = "commitment", _("commitment")
@@ -45,6 +45,14 @@ class Recommendation(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
         related_name="+", verbose_name=_("decided by"))
+    applied_at = models.DateTimeField(_("applied"), null=True, blank=True)
+    applied_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="+", verbose_name=_("applied by"))
+    amendment = models.OneToOneField(
+        "loans.Amendment", on_delete=models.PROTECT, null=True, blank=True,
+        related_name="recommendation", verbose_name=_("amendment"),
+        help_text=_("The amendment that applied it."))
 
     class Meta:
         ordering = ["-created_at"]

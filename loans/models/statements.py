@@ -1,4 +1,5 @@
-"""Statements: the closed, immutable result of a period."""
+"""Statements: the closed, immutable result of a period, and the correction lines they carry
+for earlier periods."""
 
 from decimal import Decimal
 
@@ -7,22 +8,36 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from loans import billing
 from loans.models.contracts import Contract
 
 
 class Statement(models.Model):
-    """The closed, immutable result of one period. Written once; never updated."""
+    """The closed, immutable result of one period. Written once; never updated.
+
+    A period statement bills its period (the commitment, and the overage of the usage metered
+    by its close) and carries the corrections of earlier periods whose usage changed since
+    their statements. After a contract's last period, corrections go on corrections
+    statements: one for each later anniversary month that has any, written after its grace.
+    """
+
+    class Kind(models.TextChoices):
+        PERIOD = "period", _("period")
+        CORRECTIONS = "corrections", _("corrections")
 
     contract = models.ForeignKey(Contract, on_delete=models.PROTECT, related_name="statements")
+    kind = models.CharField(_("kind"), max_length=12, choices=Kind.choices,
+                            default=Kind.PERIOD)
     period_index = models.PositiveSmallIntegerField(_("period"))
     period_start = models.DateTimeField(_("period start"))
     period_end = models.DateTimeField(_("period end"))
     committed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
     allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
     busy_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    adjustment_gpu_hours = models.DecimalField(
+    corrections_gpu_hours = models.DecimalField(
         max_digits=16, decimal_places=6, default=Decimal(0),
-        help_text=_("Late usage of earlier, already closed periods, billed in this one."),
+        help_text=_("The change in earlier, already closed periods' usage this statement "
+                    "corrects."),
     )
     overage_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
     unused_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
@@ -30,6 +45,9 @@ class Statement(models.Model):
     overage_rate = models.DecimalField(max_digits=12, decimal_places=4)
     committed_cost = models.DecimalField(max_digits=16, decimal_places=2)
     overage_cost = models.DecimalField(max_digits=16, decimal_places=2)
+    corrections_cost = models.DecimalField(
+        max_digits=16, decimal_places=2, default=Decimal(0),
+        help_text=_("The sum of the correction lines; may be negative."))
     total_cost = models.DecimalField(max_digits=16, decimal_places=2)
     currency = models.CharField(max_length=3)
     completeness = models.DecimalField(
@@ -55,15 +73,77 @@ class Statement(models.Model):
                 name="statement_completeness_is_a_share",
             ),
             models.CheckConstraint(
-                condition=Q(total_cost=F("committed_cost") + F("overage_cost")),
+                condition=Q(total_cost=F("committed_cost") + F("overage_cost")
+                            + F("corrections_cost")),
                 name="statement_total_adds_up",
             ),
+            models.CheckConstraint(
+                condition=Q(kind__in=["period", "corrections"]), name="statement_kind_known"),
         ]
 
     def __str__(self) -> str:
+        if self.kind == self.Kind.CORRECTIONS:
+            return f"{self.contract} corrections {self.period_index + 1}"
         return f"{self.contract} period {self.period_index + 1}"
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding:
             raise ValidationError(_("A closed statement is never rewritten."))
         super().save(*args, **kwargs)
+
+    @property
+    def number(self) -> int:
+        """The period's number as people read it (1 is the first)."""
+        return self.period_index + 1
+
+    @property
+    def period(self) -> billing.Period:
+        return billing.Period(self.period_index, self.period_start, self.period_end)
+
+
+class CorrectionLine(models.Model):
+    """A correction a statement carries for an earlier, closed period: the period re-priced
+    with its own terms (loans.billing.Correction). Two figures print on it, each rate x
+    GPU-hours to the cent: the overage billed before and the overage now; the amount is their
+    difference. Written with its statement; never updated."""
+
+    statement = models.ForeignKey(Statement, on_delete=models.PROTECT,
+                                  related_name="corrections")
+    corrected = models.ForeignKey(Statement, on_delete=models.PROTECT,
+                                  related_name="corrected_by",
+                                  help_text=_("The statement of the period corrected."))
+    period_index = models.PositiveSmallIntegerField(_("period corrected"))
+    gpu_hours = models.DecimalField(_("change in GPU-hours"), max_digits=16, decimal_places=6)
+    billed_gpu_hours = models.DecimalField(
+        _("GPU-hours billed before"), max_digits=16, decimal_places=6)
+    committed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
+    overage_rate = models.DecimalField(max_digits=12, decimal_places=4)
+    overage_before_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
+    overage_after_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
+    overage_before_cost = models.DecimalField(max_digits=16, decimal_places=2)
+    overage_after_cost = models.DecimalField(max_digits=16, decimal_places=2)
+    amount = models.DecimalField(max_digits=16, decimal_places=2)
+
+    class Meta:
+        ordering = ["statement", "period_index"]
+        verbose_name = _("correction")
+        verbose_name_plural = _("corrections")
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(amount=F("overage_after_cost") - F("overage_before_cost")),
+                name="correction_amount_adds_up"),
+            models.UniqueConstraint(fields=["statement", "period_index"],
+                                    name="correction_once_per_statement_and_period"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.statement}: period {self.period_index + 1} {self.amount:+}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise ValidationError(_("A closed statement is never rewritten."))
+        super().save(*args, **kwargs)
+
+    @property
+    def billed_after_gpu_hours(self) -> Decimal:
+        return self.billed_gpu_hours + self.gpu_hours

@@ -5,6 +5,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django import template
+from django.core.exceptions import FieldDoesNotExist
 
 register = template.Library()
 DASH = "–"
@@ -49,3 +50,14 @@ def day_in_zone(value: datetime | None, zone: ZoneInfo | str) -> str:
         return DASH
     zone = ZoneInfo(zone) if isinstance(zone, str) else zone
     return value.astimezone(zone).strftime("%Y-%m-%d")
+
+
+@register.simple_tag
+def term_name(name: str) -> str:
+    """A contract term's name as people read it, in their language."""
+    from loans.models import Contract
+
+    try:
+        return str(Contract._meta.get_field(name).verbose_name)
+    except FieldDoesNotExist:
+        return name

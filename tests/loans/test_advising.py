@@ -5,6 +5,7 @@ from django.core.management import call_command
 
 from loans.advising import refresh_recommendations
 from loans.models import Recommendation
+from loans.services.amendments import amend
 from loans.tasks import recommend
 from tests.story import NOW
 
@@ -36,8 +37,9 @@ def test_running_twice_keeps_one_open_recommendation_per_kind(contract, metered)
 
 def test_advice_no_longer_given_is_superseded(contract, metered):
     refresh_recommendations(NOW)
-    contract.committed_gpu_hours = open_kinds()["commitment"].recommended
-    contract.save()
+    advised = open_kinds()["commitment"].recommended
+    amend(contract=contract, changes={"committed_gpu_hours": advised},
+          from_period=contract.period_at(NOW).index, reason="took the advice", now=NOW)
     run = refresh_recommendations(NOW)
     assert run.superseded == 1
     assert Recommendation.objects.get(kind="commitment").state == "superseded"

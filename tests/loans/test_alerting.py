@@ -15,6 +15,7 @@ from django.db import connection
 from config.celery import app
 from loans.alerting import evaluate_alerts
 from loans.models import Alert, Contract
+from loans.services.amendments import amend
 from loans.tasks import check_alerts
 from metering.models import Gpu
 from tests.story import NOW
@@ -30,8 +31,9 @@ def eager():
 
 
 def commit(contract: Contract, hours: int) -> None:
-    contract.committed_gpu_hours = hours
-    contract.save()
+    """The commitment of the period running at NOW, by an amendment from that period."""
+    amend(contract=contract, changes={"committed_gpu_hours": hours},
+          from_period=contract.period_at(NOW).index, reason="test", now=NOW)
 
 
 def open_alerts() -> set[tuple[str, str]]:

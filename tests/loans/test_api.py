@@ -174,7 +174,7 @@ def test_an_overlapping_contract_is_a_400_and_a_good_one_is_created(client, oper
     clash = api(client, "post", "/api/v1/contracts/", headers, {
         "tenant": "vision", "plan": plan.pk, "starts_on": "2027-01-01", "status": "active"})
     assert clash.status_code == 400
-    assert "already has an active contract" in str(clash.json())
+    assert "already has a contract in force" in str(clash.json())
     renewal = api(client, "post", "/api/v1/contracts/", headers, {
         "tenant": "vision", "plan": plan.pk, "starts_on": str(contract.ends_on),
         "status": "active", "committed_gpu_hours": "1200.00"})

@@ -187,3 +187,58 @@ def test_a_period_s_local_dates_are_its_first_and_last_day_on_the_contract_calen
     first, second = billing.periods(date(2026, 1, 31), 2, zone)
     assert first.local_dates(zone) == (date(2026, 1, 31), date(2026, 2, 27))
     assert second.local_dates(zone) == (date(2026, 2, 28), date(2026, 3, 30))
+
+
+def test_the_rate_a_line_prints_is_the_rate_it_was_charged_at():
+    # 2.3457 x 1.2 = 2.81484: stored to 1e-4 as 2.8148, so it is charged as 2.8148.
+    rate = billing.overage_rate(D("2.3457"), None, D("1.2"))
+    assert rate == D("2.8148")
+    result = billing.period_cost(committed=D("0"), used=D("1000"), committed_rate=D("2.3457"),
+                                 overage_rate=rate)
+    assert result.overage_cost == billing.money(result.overage_gpu_hours * rate) == D("2814.80")
+
+
+TERMS = billing.Terms(base_quota_gpus=1, max_quota_gpus=4, committed_gpu_hours=D(100),
+                      committed_rate=D("10.00"), overage_rate=D("12.00"), term_months=12,
+                      currency="CNY")
+
+
+def test_late_usage_in_a_period_over_its_commitment_costs_the_overage_rate():
+    correction = billing.correction(TERMS, billed=D(100), metered=D(110))
+    assert correction.gpu_hours == 10 and correction.amount == D("120.00")
+    assert (correction.overage_before_gpu_hours, correction.overage_after_gpu_hours) == (0, 10)
+
+
+def test_late_usage_that_keeps_a_period_under_its_commitment_costs_nothing():
+    correction = billing.correction(TERMS, billed=D(80), metered=D(90))
+    assert correction.gpu_hours == 10 and correction.amount == 0
+
+
+def test_usage_taken_away_from_a_period_is_a_negative_correction():
+    correction = billing.correction(TERMS, billed=D(130), metered=D(110))
+    assert correction.gpu_hours == -20 and correction.amount == D("-240.00")
+    assert billing.correction(TERMS, billed=D(110), metered=D("110.0000001")) is None
+
+
+@given(committed=hours, rate=money_amounts, multiplier=multipliers,
+       usages=st.lists(hours, min_size=1, max_size=6))
+def test_corrections_telescope_to_the_cost_of_the_final_usage(committed, rate, multiplier,
+                                                              usages):
+    """Billing a period once, then a correction each time its usage changes, bills in all the
+    cost of its final usage, to the cent; each printed line is rate x GPU-hours."""
+    terms = billing.Terms(base_quota_gpus=0, max_quota_gpus=1, committed_gpu_hours=committed,
+                          committed_rate=billing.rate(rate),
+                          overage_rate=billing.overage_rate(billing.rate(rate), None, multiplier),
+                          term_months=1, currency="CNY")
+    billed_hours, billed_money = usages[0], terms.cost(usages[0]).total
+    for usage in usages[1:]:
+        correction = billing.correction(terms, billed=billed_hours, metered=usage)
+        if correction is None:
+            continue
+        assert correction.overage_after_cost == billing.money(
+            correction.overage_after_gpu_hours * terms.overage_rate)
+        assert correction.overage_before_cost == billing.money(
+            correction.overage_before_gpu_hours * terms.overage_rate)
+        billed_hours, billed_money = correction.billed_after_gpu_hours, (
+            billed_money + correction.amount)
+    assert billed_money == terms.cost(usages[-1]).total

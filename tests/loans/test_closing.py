@@ -1,5 +1,5 @@
-"""Period close: statements written once, exactly, after the grace; late usage billed as an
-adjustment on the next period; the job and its command."""
+"""Period close: statements written once, exactly, after the grace; late usage priced as a
+correction on the next statement; the job and its command."""
 
 import json
 import threading
@@ -12,8 +12,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
 
-from loans.closing import close_due_periods
 from loans.models import Statement
+from loans.services.closing import close_due_periods
 from loans.tasks import close_periods
 from metering.models import GpuHour
 from tests.story import GPUS, NOW, held, story_hours, util
@@ -91,24 +91,31 @@ def test_a_late_sample_never_rewrites_a_statement_and_is_billed_on_the_next(
         client, lead, contract, metered):
     close_due_periods(NOW)
     first = Statement.objects.get()
-    # A GPU that was idle at that hour reports it late: one more GPU-hour for period 1.
+    # A GPU that was idle at that hour reports it late: one more GPU-hour for period 1, which
+    # was already over its commitment, so it costs the overage rate.
     post_late(client, metered, "2026-11-20T00:00:00Z", gpu="GPU-late")
     first.refresh_from_db()
     assert first.allocated_gpu_hours == period_1_usage(contract)[0]
 
     client.force_login(lead)
-    rows = client.get("/en/tenants/vision/?period=all").context["rows"]
-    assert rows[1].adjustment_gpu_hours == 1  # shown on the open period before it closes
+    pending = client.get("/en/tenants/vision/?period=all").context["ledger"].pending
+    assert [(e.period.index, c.gpu_hours, c.amount) for e, c in pending] == [
+        (0, 1, Decimal("12.00"))]  # shown before the next statement bills it
 
     with time_machine.travel(contract.periods()[1].end + timedelta(hours=3), tick=False):
         close_due_periods(contract.periods()[1].end + timedelta(hours=3))
     second = Statement.objects.get(period_index=1)
-    assert second.adjustment_gpu_hours == 1
+    [line] = second.corrections.all()
+    assert (line.period_index, line.gpu_hours, line.amount) == (0, 1, Decimal("12.00"))
+    assert line.corrected == first and line.overage_rate == Decimal("12.00")
+    assert second.corrections_gpu_hours == 1 and second.corrections_cost == Decimal("12.00")
+    assert second.total_cost == second.committed_cost + second.overage_cost + Decimal("12.00")
     assert first.total_cost == Statement.objects.get(period_index=0).total_cost
     # Closed again later, the same late hour is not billed twice.
     third_end = contract.periods()[2].end + timedelta(hours=3)
     close_due_periods(third_end)
-    assert Statement.objects.get(period_index=2).adjustment_gpu_hours == 0
+    third = Statement.objects.get(period_index=2)
+    assert third.corrections_gpu_hours == 0 and not third.corrections.exists()
 
 
 def test_missing_reports_lower_completeness(contract, metered):

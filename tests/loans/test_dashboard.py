@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 from django.core.cache import cache
 
-from loans.dashboard import rates_of
 from loans.figures import period_figures
 from loans.models import Contract, Statement
 from tests.story import GPUS, NOW, START, expected_hours, held, story_hours, util
@@ -22,7 +21,7 @@ def page(client, user, query: str = ""):
 
 def expected(contract: Contract, index: int):
     period = contract.periods()[index]
-    return period_figures(period=period, rates=rates_of(contract), usage=expected_hours(),
+    return period_figures(period=period, terms=contract.terms_for(index), usage=expected_hours(),
                           now=NOW, history_start=START)
 
 
@@ -129,7 +128,8 @@ def test_the_whole_contract_view_adds_up_its_periods(client, lead, contract, met
     assert chart["data"][1]["y"] == [float(r.used_gpu_hours) for r in rows]
 
 
-def test_a_closed_period_shows_its_statement_not_the_meter(client, lead, contract, metered):
+def test_a_closed_period_shows_its_final_usage_and_what_its_statement_billed(
+        client, lead, contract, metered):
     period = contract.periods()[0]
     Statement.objects.create(
         contract=contract, period_index=0, period_start=period.start, period_end=period.end,
@@ -137,9 +137,15 @@ def test_a_closed_period_shows_its_statement_not_the_meter(client, lead, contrac
         overage_gpu_hours=234, unused_gpu_hours=0, committed_rate=10, overage_rate=12,
         committed_cost=Decimal("10000.00"), overage_cost=Decimal("2808.00"),
         total_cost=Decimal("12808.00"), currency="CNY", completeness=Decimal("0.9950"))
-    rows = page(client, lead, "?period=all").context["rows"]
-    assert rows[0].state == "closed"
-    assert rows[0].used_gpu_hours == 1234 and rows[0].completeness == Decimal("0.9950")
+    context = page(client, lead, "?period=all").context
+    rows, metered = context["rows"], expected(contract, 0).used_gpu_hours
+    assert rows[0].state == "closed" and rows[0].completeness == Decimal("0.9950")
+    assert rows[0].used_gpu_hours == metered and rows[0].statement.allocated_gpu_hours == 1234
+    assert rows[0].corrected_gpu_hours == metered - 1234
+    # The difference is pending, priced at period 1's overage rate, for the next statement.
+    [(entry, correction)] = context["ledger"].pending
+    assert entry.period.index == 0 and correction.gpu_hours == metered - 1234
+    assert correction.amount == (metered - 1234) * 12
 
 
 def test_the_periods_export_as_csv(client, lead, contract, metered):

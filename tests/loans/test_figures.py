@@ -9,16 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans import charts
-from loans.billing import Period
-from loans.figures import HourUsage, PeriodRow, Rates, period_figures, totals
+from loans.billing import Period, Terms
+from loans.figures import HourUsage, period_figures
 from metering.usage import GpuDay
 
 H = timedelta(hours=1)
 START = datetime(2026, 11, 1, tzinfo=UTC)
 PERIOD = Period(0, START, START + timedelta(days=30))
-RATES = Rates(committed_gpu_hours=Decimal(1000), committed_rate=Decimal("10.00"),
+TERMS = Terms(committed_gpu_hours=Decimal(1000), committed_rate=Decimal("10.00"),
               overage_rate=Decimal("12.00"), base_quota_gpus=2, max_quota_gpus=4,
-              currency="CNY")
+              term_months=12, currency="CNY")
 UTC_ZONE = ZoneInfo("UTC")
 
 
@@ -32,7 +32,7 @@ def steady(gpus: float, busy: float, start: datetime, end: datetime) -> list[Hou
 
 def test_half_way_at_two_gpus_a_lead_sees_overage_coming():
     now = START + timedelta(days=15)
-    figures = period_figures(period=PERIOD, rates=RATES,
+    figures = period_figures(period=PERIOD, terms=TERMS,
                              usage=steady(2, 1.5, START, now), now=now)
     assert figures.used_gpu_hours == Decimal(720)
     assert figures.busy_gpu_hours == Decimal(540)
@@ -52,7 +52,7 @@ def test_half_way_at_two_gpus_a_lead_sees_overage_coming():
 
 def test_a_light_user_sees_the_commitment_it_will_not_use():
     now = START + timedelta(days=10)
-    figures = period_figures(period=PERIOD, rates=RATES, usage=steady(1, 0.2, START, now),
+    figures = period_figures(period=PERIOD, terms=TERMS, usage=steady(1, 0.2, START, now),
                              now=now)
     assert figures.projected_used_gpu_hours == Decimal(720)
     assert figures.projected_unused_gpu_hours == Decimal(280)
@@ -63,7 +63,7 @@ def test_a_light_user_sees_the_commitment_it_will_not_use():
 def test_an_ended_period_projects_what_it_used():
     now = PERIOD.end + timedelta(days=3)
     usage = steady(1, 0.5, START, PERIOD.end + timedelta(days=3))
-    figures = period_figures(period=PERIOD, rates=RATES, usage=usage, now=now)
+    figures = period_figures(period=PERIOD, terms=TERMS, usage=usage, now=now)
     assert figures.state == "ended" and figures.days_left == 0
     assert figures.used_gpu_hours == Decimal(720)  # hours after the end belong to the next
     assert figures.projected_used_gpu_hours == figures.used_gpu_hours
@@ -72,7 +72,7 @@ def test_an_ended_period_projects_what_it_used():
 
 def test_cumulative_series_end_at_used_and_busy():
     now = START + timedelta(days=2)
-    figures = period_figures(period=PERIOD, rates=RATES, usage=steady(3, 1, START, now),
+    figures = period_figures(period=PERIOD, terms=TERMS, usage=steady(3, 1, START, now),
                              now=now)
     allocated, busy = figures.cumulative()
     assert allocated[-1] == 144 and busy[-1] == 48
@@ -85,35 +85,19 @@ def test_cumulative_series_end_at_used_and_busy():
 def test_figures_agree_with_each_other(values, elapsed):
     now = START + elapsed * H
     usage = [HourUsage(START + k * H, v, v / 2, v) for k, v in enumerate(values)]
-    figures = period_figures(period=PERIOD, rates=RATES, usage=usage, now=now)
+    figures = period_figures(period=PERIOD, terms=TERMS, usage=usage, now=now)
     used = sum(v for k, v in enumerate(values) if k < elapsed)
     assert float(figures.used_gpu_hours) == pytest.approx(used, abs=1e-6)
-    assert figures.remaining_gpu_hours == RATES.committed_gpu_hours - figures.used_gpu_hours
+    assert figures.remaining_gpu_hours == TERMS.committed_gpu_hours - figures.used_gpu_hours
     assert figures.projected_used_gpu_hours >= figures.used_gpu_hours
     assert figures.projected_cost.total >= figures.cost_so_far.total
     assert figures.cost_so_far.committed_cost == Decimal("10000.00")
 
 
-def test_totals_add_gpu_hours_and_money_over_periods():
-    rows = []
-    for k, used in enumerate([Decimal(800), Decimal(1200)]):
-        figures = period_figures(period=Period(k, START, PERIOD.end), rates=RATES,
-                                 usage=steady(float(used) / 720, 0, START, PERIOD.end),
-                                 now=PERIOD.end)
-        rows.append(PeriodRow(figures.period, "ended", RATES.committed_gpu_hours,
-                              figures.used_gpu_hours, figures.busy_gpu_hours, Decimal(0),
-                              figures.cost_so_far, None))
-    summed = totals(rows)
-    assert summed["used_gpu_hours"] == Decimal(2000)
-    assert summed["overage_gpu_hours"] == Decimal(200)
-    assert summed["unused_gpu_hours"] == Decimal(200)
-    assert summed["cost"] == Decimal("20000.00") + 200 * Decimal("12.00")
-
-
 def test_the_overage_region_is_shaded_only_when_the_curve_goes_below_zero():
     now = START + timedelta(days=15)
-    heavy = period_figures(period=PERIOD, rates=RATES, usage=steady(2, 1, START, now), now=now)
-    light = period_figures(period=PERIOD, rates=RATES, usage=steady(1, 1, START, now), now=now)
+    heavy = period_figures(period=PERIOD, terms=TERMS, usage=steady(2, 1, START, now), now=now)
+    light = period_figures(period=PERIOD, terms=TERMS, usage=steady(1, 1, START, now), now=now)
     assert charts.burndown_figure(heavy, UTC_ZONE)["layout"]["shapes"][0]["y1"] == 0
     assert charts.burndown_figure(light, UTC_ZONE)["layout"]["shapes"] == []
 

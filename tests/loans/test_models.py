@@ -101,7 +101,7 @@ def test_an_overlapping_active_contract_is_refused_by_clean_and_by_the_database(
     clash = new_contract(contract.tenant, plan, starts_on=date(2027, 6, 1))
     with pytest.raises(ValidationError) as caught:
         clash.full_clean()
-    assert "already has an active contract" in str(caught.value.message_dict["starts_on"])
+    assert "already has a contract in force" in str(caught.value.message_dict["starts_on"])
     with pytest.raises(IntegrityError), transaction.atomic():
         clash.save()
 

@@ -56,7 +56,7 @@ def test_rebuilt_rollups_equal_the_raw_samples_and_replace_stale_ones(tenant, gp
         add(gpus[2], ts, None, allocated=minute % 2 == 0)
     TenantHour.objects.create(tenant=tenant, hour=T0 - timedelta(hours=5), allocated_gpu_s=1)
     counted = rebuild_rollups(T0 - timedelta(hours=6), T0 + timedelta(hours=2))
-    assert counted == 360
+    assert counted.samples == 360 and counted.kept is None
     assert not TenantHour.objects.filter(hour__lt=T0).exists()
     totals = tenant_totals(tenant.pk, T0, T0 + timedelta(hours=2))
     assert totals.allocated_gpu_hours == pytest.approx(2 + 2 / 7, abs=1e-9)

@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from loans.models import BurstRequest, Recommendation
-from metering.models import Node
+from loans.models import Amendment, BurstRequest, Contract, Recommendation
+from metering.models import Node, Reattribution
 
 ACTORS = ("anonymous", "agent", "member", "outsider", "lead", "operator")
 OUTSIDE = "203.0.113.9"
@@ -22,7 +22,7 @@ BACK = (302, "/en/tenants/vision/")  # a page form's answer: back to the page, w
 
 # name: (method, path, {actor: status}); "*" is every actor not named.
 # {c}: the vision contract, {b}: a queued burst of it, {r}: an open recommendation of it,
-# {n}: the node whose token the agent holds.
+# {n}: the node whose token the agent holds, {a}: a re-attribution.
 TABLE = {
     "healthz": ("GET", "/healthz", {"*": 200}),
     "favicon": ("GET", "/favicon.ico", {"*": 302}),
@@ -49,6 +49,24 @@ TABLE = {
     "api-contract-heatmap": ("GET", "/api/v1/contracts/{c}/heatmap",
                              {"*": 401, "member": 200, "outsider": 404, "lead": 200,
                               "operator": 200}),
+    # The ledger: members read their tenant's statements and amendments; operators write.
+    "api-contract-statements": ("GET", "/api/v1/contracts/{c}/statements",
+                                {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                                 "operator": 200}),
+    "api-contract-amendments": ("GET", "/api/v1/contracts/{c}/amendments",
+                                {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                                 "operator": 200}),
+    # With an empty body: the operator is told what is missing; nobody changes anything.
+    "api-contract-amend": ("POST", "/api/v1/contracts/{c}/amendments",
+                           {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                            "operator": 400}),
+    "api-contract-terminate": ("POST", "/api/v1/contracts/{c}/terminate",
+                               {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                                "operator": 400}),
+    "reattribution-list": ("GET", "/api/v1/reattributions/",
+                           {"*": 403, "anonymous": 401, "agent": 401, "operator": 200}),
+    "reattribution-detail": ("GET", "/api/v1/reattributions/{a}/",
+                             {"*": 403, "anonymous": 401, "agent": 401, "operator": 200}),
     # The operators' API.
     "tenant-list": ("GET", "/api/v1/tenants/", {"*": 403, "anonymous": 401, "agent": 401,
                                                 "operator": 200}),
@@ -126,7 +144,8 @@ MUTATORS = {
     "recommendation-decide": {"lead"}, "burst-ask": {"lead"}, "burst-cancel-page": {"lead"},
 }
 # Names the table uses for URLs that share a name with another (or have none).
-ALIASES = {"burst-cancel-page": "burst-cancel", "admin-index": None}
+ALIASES = {"burst-cancel-page": "burst-cancel", "admin-index": None,
+           "api-contract-amend": "api-contract-amendments"}
 
 
 def every_url_name(patterns=None) -> set[str]:
@@ -154,12 +173,16 @@ def world(tenant, other_tenant, contract, plan, member, lead, outsider, operator
         ends_at=now + timedelta(days=2), reason="sweep", requested_by=lead, created_at=now)
     rec = Recommendation.objects.create(contract=contract, kind="commitment", message="m",
                                         created_at=now)
+    move = Reattribution.objects.create(
+        scope="unattributed", start=now - timedelta(days=1), end=now, tenant=tenant,
+        gpu_hours=0, samples=0, reason="r", author=operator)
     clients = {actor: Client(REMOTE_ADDR=OUTSIDE) for actor in ACTORS}
     clients["agent"].defaults["HTTP_AUTHORIZATION"] = f"Bearer {node.issue_token()}"
     for actor, user in (("member", member), ("outsider", outsider), ("lead", lead),
                         ("operator", operator)):
         clients[actor].force_login(user)
-    ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk}
+    ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk,
+           "a": move.pk}
     return clients, ids
 
 
@@ -182,7 +205,9 @@ def fingerprint() -> tuple:
     """What the POSTs of the table may change."""
     return (list(BurstRequest.objects.order_by("pk").values_list("pk", "state", "priority")),
             list(Recommendation.objects.values_list("pk", "state")),
-            list(Node.objects.values_list("pk", "token_hash")))
+            list(Node.objects.values_list("pk", "token_hash")),
+            list(Contract.objects.values_list("pk", "term_months", "status")),
+            Amendment.objects.count(), Reattribution.objects.count())
 
 
 CASES = [(name, actor) for name in TABLE for actor in ACTORS]

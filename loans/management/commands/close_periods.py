@@ -2,12 +2,13 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from loans.closing import close_due_periods
+from loans.services.closing import close_due_periods
 
 
 class Command(BaseCommand):
     help = ("Write the statement of every period that has ended and whose late-data grace has "
-            "passed (Celery beat runs this hourly). Safe to run again: a period is closed once.")
+            "passed, with the corrections of earlier periods (Celery beat runs this hourly). "
+            "Safe to run again: a period is stated once, a correction billed once.")
 
     def add_arguments(self, parser):
         parser.add_argument("--now", help="close as of this ISO 8601 moment (default: now)")
@@ -22,11 +23,16 @@ class Command(BaseCommand):
             if now is None or now.tzinfo is None:
                 raise CommandError("--now must be an ISO 8601 moment with an offset, "
                                    "e.g. 2026-12-01T02:00:00+08:00")
-        run = close_due_periods(now)
-        for s in run.written:
-            self.stdout.write(
-                f"{s.contract.tenant.slug} contract {s.contract_id} period {s.period_index + 1}: "
-                f"{s.allocated_gpu_hours} GPU-h (+{s.adjustment_gpu_hours} late), "
-                f"{s.total_cost} {s.currency}, completeness {s.completeness:.2%}")
+        run = close_due_periods(now, progress=self._written)
         self.stdout.write(f"{len(run.written)} statements written; {run.contracts} contracts "
                           "checked.")
+
+    def _written(self, statements) -> None:
+        for s in statements:
+            what = (f"period {s.period_index + 1}: {s.allocated_gpu_hours} GPU-h"
+                    if s.kind == s.Kind.PERIOD else "corrections after the last period")
+            corrections = (f", corrections {s.corrections_gpu_hours:+} GPU-h "
+                           f"{s.corrections_cost:+} {s.currency}" if s.corrections.exists() else "")
+            self.stdout.write(
+                f"{s.contract.tenant.slug} contract {s.contract_id} {what}{corrections}, "
+                f"total {s.total_cost} {s.currency}, completeness {s.completeness:.2%}")

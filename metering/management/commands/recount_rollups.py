@@ -20,7 +20,8 @@ def moment(raw: str, name: str) -> datetime:
 class Command(BaseCommand):
     help = (
         "Rebuild hourly rollups from the raw samples, a day at a time (after a manual fix or a "
-        "restore). Only hours whose raw samples are still retained can be recounted."
+        "restore). Only hours whose raw samples are still retained are recounted; earlier hours "
+        "keep their rollups."
     )
 
     def add_arguments(self, parser):
@@ -32,10 +33,18 @@ class Command(BaseCommand):
         end = moment(until, "until") if until else timezone.now()
         if end <= start:
             raise CommandError("--until must be after --since.")
-        day, total = start, 0
+        day, total, kept = start, 0, []
         while day < end:
             step_end = min(day + timedelta(days=1), end)
-            total += rebuild_rollups(day, step_end)
-            self.stdout.write(f"  {day:%Y-%m-%d %H:%M} .. {step_end:%Y-%m-%d %H:%M}: {total}")
+            recount = rebuild_rollups(day, step_end)
+            total += recount.samples
+            if recount.kept:
+                kept.append(recount.kept)
+            self.stdout.write(f"  {day:%Y-%m-%d %H:%M} .. {step_end:%Y-%m-%d %H:%M}: {total}"
+                              + (" (kept as they were)" if recount.kept else ""))
             day = step_end
+        if kept:
+            self.stdout.write(self.style.WARNING(
+                f"Rollups from {kept[0][0]:%Y-%m-%d %H:%M} to {kept[-1][1]:%Y-%m-%d %H:%M} were "
+                "kept as they were: their raw samples were purged (rollups are kept forever)."))
         self.stdout.write(self.style.SUCCESS(f"Recounted {total} samples."))

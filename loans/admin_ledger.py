@@ -1,0 +1,179 @@
+"""The ledger in the admin: amendments and terminations written through their service,
+statements with the correction lines they carry, all read-only once written."""
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from config.admin import ReadOnlyAdmin
+from loans.models import Amendment, Contract, CorrectionLine, Statement
+from loans.services import amendments
+
+TERM_FIELDS = {
+    "base_quota_gpus": forms.IntegerField(label=_("base quota (GPUs)"), min_value=0,
+                                          required=False),
+    "max_quota_gpus": forms.IntegerField(label=_("max quota (GPUs)"), min_value=1,
+                                         required=False),
+    "committed_gpu_hours": forms.DecimalField(label=_("committed GPU-hours per period"),
+                                              min_value=0, decimal_places=2, required=False),
+    "committed_rate": forms.DecimalField(label=_("committed rate per GPU-hour"), min_value=0,
+                                         decimal_places=4, required=False),
+    "overage_rate": forms.DecimalField(label=_("overage rate per GPU-hour"), min_value=0,
+                                       decimal_places=4, required=False),
+}
+
+
+class AmendmentForm(forms.ModelForm):
+    """Writes the amendment through loans.services.amendments when it validates, so the admin
+    refuses exactly what the service and the API refuse (a closed period, a term that cannot
+    be, a contract that is not active)."""
+
+    terminate = forms.BooleanField(
+        label=_("Terminate: end the contract at the end of its current period"), required=False)
+    from_number = forms.IntegerField(
+        label=_("from period"), min_value=1, required=False,
+        help_text=_("The first period the new terms apply to (1 is the first); it must not be "
+                    "closed. Not needed to terminate."))
+    base_quota_gpus = TERM_FIELDS["base_quota_gpus"]
+    max_quota_gpus = TERM_FIELDS["max_quota_gpus"]
+    committed_gpu_hours = TERM_FIELDS["committed_gpu_hours"]
+    committed_rate = TERM_FIELDS["committed_rate"]
+    overage_rate = TERM_FIELDS["overage_rate"]
+    author = None  # the operator, set per request by AmendmentAdmin.get_form
+
+    class Meta:
+        model = Amendment
+        fields = ["contract", "reason"]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        contract, reason = data.get("contract"), data.get("reason", "")
+        if contract is None or self.errors:
+            return data
+        try:
+            if data.get("terminate"):
+                self.instance = amendments.terminate(contract=contract, reason=reason,
+                                                     author=self.author, now=timezone.now())
+            else:
+                if not data.get("from_number"):
+                    raise ValidationError({"from_number": _("Say from which period.")})
+                changes = {name: data[name] for name in TERM_FIELDS
+                           if data.get(name) is not None}
+                if not changes:
+                    raise ValidationError(_("Change at least one term, or terminate."))
+                self.instance = amendments.amend(
+                    contract=contract, changes=changes, from_period=data["from_number"] - 1,
+                    reason=reason, author=self.author, now=timezone.now())
+        except ValidationError as error:
+            self._errors_from(error)
+        return data
+
+    def _errors_from(self, error: ValidationError) -> None:
+        fields = {"from_period": "from_number", "changes": None}
+        if not hasattr(error, "error_dict"):
+            self.add_error(None, error)
+            return
+        for name, messages in error.message_dict.items():
+            target = fields.get(name, name)
+            self.add_error(target if target in self.fields else None, messages)
+
+
+class AmendmentInline(admin.TabularInline):
+    model = Amendment
+    extra = 0
+    can_delete = False
+    fields = ["from_number", "kind", "summary", "reason", "author", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description=_("from period"))
+    def from_number(self, amendment: Amendment) -> int:
+        return amendment.from_period + 1
+
+
+@admin.register(Amendment)
+class AmendmentAdmin(admin.ModelAdmin):
+    """Amendments and terminations: written here or through the API, never changed."""
+
+    form = AmendmentForm
+    list_display = ["created_at", "contract", "kind", "from_number", "summary", "author"]
+    list_filter = ["kind", "contract__tenant"]
+    search_fields = ["contract__tenant__slug", "reason"]
+    list_select_related = ["contract__tenant", "contract__plan", "author"]
+    autocomplete_fields = ["contract"]
+
+    def get_form(self, request, obj=None, **kwargs):
+        form = super().get_form(request, obj, **kwargs)
+        form.author = request.user
+        return form
+
+    def get_changeform_initial_data(self, request) -> dict:
+        initial = super().get_changeform_initial_data(request)
+        contract = Contract.objects.filter(pk=request.GET.get("contract") or None).first()
+        if contract is not None:
+            initial["from_number"] = amendments.first_open_period(contract) + 1
+        return initial
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    def save_model(self, request, obj, form, change) -> None:
+        """The form's clean() has written it through the service."""
+
+    @admin.display(description=_("from period"), ordering="from_period")
+    def from_number(self, amendment: Amendment) -> int:
+        return amendment.from_period + 1
+
+
+class CorrectionLineInline(admin.TabularInline):
+    model = CorrectionLine
+    fk_name = "statement"
+    extra = 0
+    can_delete = False
+    fields = ["period_number", "gpu_hours", "billed_gpu_hours", "overage_rate",
+              "overage_before_gpu_hours", "overage_before_cost", "overage_after_gpu_hours",
+              "overage_after_cost", "amount"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description=_("period corrected"))
+    def period_number(self, line: CorrectionLine) -> int:
+        return line.period_index + 1
+
+
+@admin.register(Statement)
+class StatementAdmin(ReadOnlyAdmin):
+    """Statements are written by the period-close job and never edited."""
+
+    list_display = [
+        "contract", "number", "kind", "period_start", "period_end", "committed_gpu_hours",
+        "allocated_gpu_hours", "overage_gpu_hours", "corrections_cost", "total_cost",
+        "currency", "completeness",
+    ]
+    list_filter = ["kind", "currency", "contract__tenant"]
+    search_fields = ["contract__tenant__slug", "contract__plan__name"]
+    list_select_related = ["contract__tenant", "contract__plan"]
+    date_hierarchy = "period_start"
+    inlines = [CorrectionLineInline]
+
+    @admin.display(description=_("period"), ordering="period_index")
+    def number(self, statement: Statement) -> int:
+        return statement.number
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return super().has_view_permission(request, obj)

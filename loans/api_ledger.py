@@ -1,0 +1,174 @@
+"""The ledger over the API: a contract's statements (JSON, CSV, FOCUS), its amendments, its
+termination. Leads read their own tenant's; operators read every contract and write."""
+
+import csv
+import io
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import permissions, serializers, status
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from loans.access import contract_for_user
+from loans.models import Amendment, Contract
+from loans.services import amendments, exports, ledger
+
+
+class _CSV(BaseRenderer):
+    """Rows under a header, as a spreadsheet reads them (`data` is {"columns", "rows"})."""
+
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        out = io.StringIO()
+        writer = csv.writer(out)
+        if isinstance(data, dict) and "columns" in data:
+            writer.writerow(data["columns"])
+            writer.writerows(data["rows"])
+        return out.getvalue().encode()
+
+
+class StatementsCSVRenderer(_CSV):
+    media_type = "text/csv"
+    format = "csv"
+
+
+class FocusCSVRenderer(_CSV):
+    """FinOps FOCUS 1.2 columns, one row per charge."""
+
+    media_type = "text/csv"
+    format = "focus"
+
+
+class ContractStatements(APIView):
+    """Every statement of a contract with its lines and the terms it was priced with, and the
+    corrections pending for the next one. `?format=csv`: one row per line; `?format=focus`:
+    one row per charge in FinOps FOCUS 1.2 columns (docs/statements.md)."""
+
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, StatementsCSVRenderer,
+                        FocusCSVRenderer]
+
+    @extend_schema(
+        parameters=[OpenApiParameter("format", str, enum=["json", "csv", "focus"])],
+        responses={(200, "application/json"): OpenApiTypes.OBJECT,
+                   (200, "text/csv"): OpenApiTypes.STR})
+    def get(self, request: Request, pk: int) -> Response:
+        contract = contract_for_user(request.user, pk)
+        book = ledger.read(contract, timezone.now())
+        fmt = request.accepted_renderer.format
+        if fmt == "csv":
+            data = {"columns": exports.CSV_COLUMNS, "rows": exports.csv_rows(book)}
+        elif fmt == "focus":
+            rows = exports.focus_rows(book, settings.INVOICE_ISSUER)
+            data = {"columns": exports.FOCUS_COLUMNS,
+                    "rows": [[row[c] for c in exports.FOCUS_COLUMNS] for row in rows]}
+        else:
+            return Response(exports.statements_json(book))
+        response = Response(data)
+        suffix = "focus" if fmt == "focus" else "statements"
+        response["Content-Disposition"] = (
+            f'attachment; filename="{contract.tenant.slug}-contract-{contract.pk}-{suffix}.csv"')
+        return response
+
+    def finalize_response(self, request: Request, response: Response, *args, **kwargs):
+        """A refusal is JSON, whatever format was asked for."""
+        renderer = getattr(request, "accepted_renderer", None)
+        if response.status_code >= 400 and renderer is not None and renderer.format in (
+                "csv", "focus"):
+            request.accepted_renderer, request.accepted_media_type = (
+                JSONRenderer(), JSONRenderer.media_type)
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+class AmendmentSerializer(serializers.ModelSerializer):
+    """An amendment as written: `from_period` is the period's number (1 is the first)."""
+
+    from_period = serializers.SerializerMethodField()
+    author = serializers.StringRelatedField()
+
+    class Meta:
+        model = Amendment
+        fields = ["id", "kind", "from_period", "changes", "reason", "author", "created_at"]
+
+    def get_from_period(self, amendment: Amendment) -> int:
+        return amendment.from_period + 1
+
+
+class AmendmentRequest(serializers.Serializer):
+    from_period = serializers.IntegerField(
+        min_value=1, max_value=120,
+        help_text="The number of the first period the new terms apply to (1 is the first); "
+                  "it must not be closed.")
+    changes = serializers.DictField(
+        help_text='The terms to change and their new values: {"committed_gpu_hours": "900"}. '
+                  f"Amendable: {', '.join(Contract.AMENDABLE)}.")
+    reason = serializers.CharField(max_length=2000)
+
+
+class TerminationRequest(serializers.Serializer):
+    reason = serializers.CharField(max_length=2000)
+
+
+def _refusal(error: ValidationError) -> Response:
+    body = error.message_dict if hasattr(error, "error_dict") else {"detail": error.messages}
+    return Response(body, status=status.HTTP_400_BAD_REQUEST)
+
+
+def _operator(request: Request) -> None:
+    if not request.user.is_staff:
+        raise PermissionDenied("Only operators change contracts.")
+
+
+class ContractAmendments(APIView):
+    """A contract's amendments (terminations included), oldest first. Operators write one with
+    POST; it applies from the start of a period that is not closed."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(responses={200: AmendmentSerializer(many=True)})
+    def get(self, request: Request, pk: int) -> Response:
+        contract = contract_for_user(request.user, pk)
+        return Response(AmendmentSerializer(contract.amendments_in_order(), many=True).data)
+
+    @extend_schema(request=AmendmentRequest, responses={201: AmendmentSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        contract = contract_for_user(request.user, pk)
+        _operator(request)
+        query = AmendmentRequest(data=request.data)
+        query.is_valid(raise_exception=True)
+        data = query.validated_data
+        try:
+            amendment = amendments.amend(
+                contract=contract, changes=data["changes"], from_period=data["from_period"] - 1,
+                reason=data["reason"], author=request.user, now=timezone.now())
+        except ValidationError as error:
+            return _refusal(error)
+        return Response(AmendmentSerializer(amendment).data, status=status.HTTP_201_CREATED)
+
+
+class ContractTermination(APIView):
+    """End a contract early, at the end of its current period (operators)."""
+
+    permission_classes = [permissions.IsAuthenticated]
+
+    @extend_schema(request=TerminationRequest, responses={201: AmendmentSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        contract = contract_for_user(request.user, pk)
+        _operator(request)
+        query = TerminationRequest(data=request.data)
+        query.is_valid(raise_exception=True)
+        try:
+            amendment = amendments.terminate(contract=contract,
+                                             reason=query.validated_data["reason"],
+                                             author=request.user, now=timezone.now())
+        except ValidationError as error:
+            return _refusal(error)
+        return Response(AmendmentSerializer(amendment).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,222 @@
+"""A contract's statements as a finance team loads them: every statement with its lines and the
+terms it was priced with, one row per charge for CSV, and the same charges in the FinOps FOCUS
+1.2 columns (docs/statements.md lists them). Every figure comes from the stored statements and
+correction lines (loans.services.ledger reads them); nothing is priced here, except that a
+period's committed cost is split into its used and unused parts for FOCUS, which add up to it
+to the cent."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from loans import billing
+from loans.models import Contract, CorrectionLine, Statement
+from loans.services.ledger import Ledger
+
+ZERO = Decimal(0)
+UNIT = "GPU-Hours"
+
+
+@dataclass(frozen=True)
+class Line:
+    """One charge of a statement: the commitment, the overage, or a correction of an earlier
+    period. rate x gpu_hours, rounded to the cent, is the amount (a correction prints the
+    overage billed before and after; its amount is their difference)."""
+
+    statement: Statement
+    kind: str  # "commitment", "overage", "correction"
+    gpu_hours: Decimal
+    rate: Decimal
+    amount: Decimal
+    corrects: CorrectionLine | None = None
+
+    @property
+    def charge_period(self) -> billing.Period:
+        """The period the charge is for: its own, or the one a correction corrects."""
+        if self.corrects is not None:
+            return self.corrects.corrected.period
+        return self.statement.period
+
+
+def lines(statement: Statement) -> list[Line]:
+    out = []
+    if statement.kind == Statement.Kind.PERIOD:
+        out += [Line(statement, "commitment", statement.committed_gpu_hours,
+                     statement.committed_rate, statement.committed_cost),
+                Line(statement, "overage", statement.overage_gpu_hours, statement.overage_rate,
+                     statement.overage_cost)]
+    out += [Line(statement, "correction", c.gpu_hours, c.overage_rate, c.amount, c)
+            for c in statement.corrections.all()]
+    return out
+
+
+def _iso(moment: datetime, contract: Contract) -> str:
+    return moment.astimezone(contract.zone).isoformat()
+
+
+def statements_json(book: Ledger) -> dict:
+    contract = book.contract
+    terms = {e.period.index: e.terms for e in book.entries}
+    return {
+        "contract": contract.pk, "tenant": contract.tenant.slug, "plan": contract.plan.name,
+        "time_zone": contract.time_zone, "currency": contract.currency,
+        "billed_total": str(book.billed_money),
+        "statements": [_statement(s, terms.get(s.period_index), contract)
+                       for s in book.statements],
+        "pending_corrections": [
+            {"period": entry.period.index + 1, **_correction_figures(c)}
+            for entry, c in book.pending],
+    }
+
+
+def _statement(s: Statement, terms: billing.Terms | None, contract: Contract) -> dict:
+    return {
+        "number": s.number, "kind": s.kind, "closed_at": s.closed_at.isoformat(),
+        "period": {"number": s.number, "start": _iso(s.period_start, contract),
+                   "end": _iso(s.period_end, contract)},
+        "terms": None if s.kind != Statement.Kind.PERIOD else {
+            "committed_gpu_hours": str(s.committed_gpu_hours),
+            "committed_rate": str(s.committed_rate), "overage_rate": str(s.overage_rate),
+            "base_quota_gpus": terms.base_quota_gpus if terms else None,
+            "max_quota_gpus": terms.max_quota_gpus if terms else None},
+        "allocated_gpu_hours": str(s.allocated_gpu_hours),
+        "busy_gpu_hours": str(s.busy_gpu_hours), "completeness": str(s.completeness),
+        "lines": [_line(line) for line in lines(s)],
+        "total": str(s.total_cost), "currency": s.currency,
+    }
+
+
+def _line(line: Line) -> dict:
+    out = {"kind": line.kind, "gpu_hours": str(line.gpu_hours), "rate": str(line.rate),
+           "amount": str(line.amount)}
+    if line.corrects is not None:
+        out |= {"corrects_period": line.corrects.period_index + 1,
+                **_correction_figures(line.corrects)}
+    return out
+
+
+def _correction_figures(c) -> dict:
+    return {
+        "gpu_hours": str(c.gpu_hours), "billed_gpu_hours": str(c.billed_gpu_hours),
+        "committed_gpu_hours": str(c.committed_gpu_hours), "overage_rate": str(c.overage_rate),
+        "overage_before": {"gpu_hours": str(c.overage_before_gpu_hours),
+                           "amount": str(c.overage_before_cost)},
+        "overage_after": {"gpu_hours": str(c.overage_after_gpu_hours),
+                          "amount": str(c.overage_after_cost)},
+        "amount": str(c.amount),
+    }
+
+
+CSV_COLUMNS = ("statement", "kind", "period_start", "period_end", "line", "corrects_period",
+               "gpu_hours", "rate", "amount", "currency")
+
+
+def csv_rows(book: Ledger) -> list[list]:
+    contract = book.contract
+    rows = []
+    for s in book.statements:
+        for line in lines(s):
+            rows.append([s.number, s.kind, _iso(s.period_start, contract),
+                         _iso(s.period_end, contract), line.kind,
+                         line.corrects.period_index + 1 if line.corrects else "",
+                         line.gpu_hours, line.rate, line.amount, s.currency])
+    return rows
+
+
+# FOCUS 1.2 columns this export fills (docs/statements.md says what each holds).
+FOCUS_COLUMNS = (
+    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingAccountType",
+    "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory",
+    "ChargeClass", "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd",
+    "ChargePeriodStart", "CommitmentDiscountCategory", "CommitmentDiscountId",
+    "CommitmentDiscountName", "CommitmentDiscountQuantity", "CommitmentDiscountStatus",
+    "CommitmentDiscountType", "CommitmentDiscountUnit", "ConsumedQuantity", "ConsumedUnit",
+    "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "InvoiceId", "InvoiceIssuerName",
+    "ListCost", "ListUnitPrice", "PricingCategory", "PricingCurrency", "PricingQuantity",
+    "PricingUnit", "ProviderName", "PublisherName", "ServiceCategory", "ServiceName",
+    "ServiceSubcategory", "SkuId", "SubAccountId", "SubAccountName", "SubAccountType",
+)
+
+
+def _utc(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def focus_rows(book: Ledger, issuer: str) -> list[dict]:
+    """One row per charge. A period's commitment is split into the part its usage drew on
+    (CommitmentDiscountStatus Used) and the part left unused (Unused); its overage is usage
+    at the standard (overage) price; a correction is ChargeClass Correction, its charge period
+    the period it corrects, billed in the statement that carries it."""
+    contract = book.contract
+    out = []
+    for s in book.statements:
+        base = {
+            "BillingAccountId": contract.tenant.slug, "BillingAccountName": contract.tenant.name,
+            "BillingAccountType": "Tenant", "BillingCurrency": s.currency,
+            "BillingPeriodStart": _utc(s.period_start), "BillingPeriodEnd": _utc(s.period_end),
+            "InvoiceId": f"{contract.pk}-{s.number}", "InvoiceIssuerName": issuer,
+            "PricingCurrency": s.currency, "ProviderName": issuer, "PublisherName": issuer,
+            "ServiceCategory": "Compute", "ServiceName": "GPU loan",
+            "ServiceSubcategory": "Other (Compute)", "SkuId": f"plan-{contract.plan_id}",
+            "SubAccountId": str(contract.pk), "SubAccountName": contract.plan.name,
+            "SubAccountType": "Contract", "PricingUnit": UNIT, "ConsumedUnit": UNIT,
+            "ChargeClass": "",
+        }
+        commitment = {"CommitmentDiscountCategory": "Usage",
+                      "CommitmentDiscountId": f"contract-{contract.pk}",
+                      "CommitmentDiscountName": f"{contract.tenant.slug} / {contract.plan.name}",
+                      "CommitmentDiscountType": "GPU loan", "CommitmentDiscountUnit": UNIT}
+        for line in lines(s):
+            period = line.charge_period
+            row = {**{c: "" for c in FOCUS_COLUMNS}, **base,
+                   "ChargePeriodStart": _utc(period.start), "ChargePeriodEnd": _utc(period.end)}
+            if line.kind == "commitment":
+                out += _commitment_rows(row, commitment, s)
+                continue
+            row |= {"ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+                    "PricingCategory": "Standard", "ConsumedQuantity": str(line.gpu_hours),
+                    "PricingQuantity": str(line.gpu_hours), "ListUnitPrice": str(line.rate),
+                    "ContractedUnitPrice": str(line.rate), **_costs(line.amount)}
+            if line.kind == "overage":
+                row["ChargeDescription"] = (
+                    f"Overage above the commitment, period {s.number}: "
+                    f"{line.gpu_hours} GPU-hours at {line.rate}")
+            else:
+                c = line.corrects
+                change = c.overage_after_gpu_hours - c.overage_before_gpu_hours
+                row |= {"ChargeClass": "Correction", "PricingQuantity": str(change),
+                        "ChargeDescription": (
+                            f"Correction of period {c.period_index + 1}: {c.gpu_hours} GPU-hours "
+                            f"changed; overage {c.overage_before_gpu_hours} -> "
+                            f"{c.overage_after_gpu_hours} GPU-hours at {c.overage_rate}")}
+            out.append(row)
+    return out
+
+
+def _costs(amount: Decimal) -> dict:
+    text = str(amount)
+    return {"BilledCost": text, "EffectiveCost": text, "ContractedCost": text, "ListCost": text}
+
+
+def _commitment_rows(row: dict, commitment: dict, s: Statement) -> list[dict]:
+    """The committed cost as two rows: the share the period's usage drew on and the rest."""
+    committed, used = s.committed_gpu_hours, min(s.allocated_gpu_hours, s.committed_gpu_hours)
+    used_cost = (billing.money(s.committed_cost * used / committed) if committed > 0 else ZERO)
+    parts = [("Used", used, used_cost), ("Unused", committed - used, s.committed_cost - used_cost)]
+    out = []
+    for status, hours, cost in parts:
+        if hours == 0 and cost == 0:
+            continue
+        out.append({
+            **row, **commitment, **_costs(cost), "ChargeCategory": "Usage",
+            "ChargeFrequency": "Recurring", "PricingCategory": "Committed",
+            "CommitmentDiscountStatus": status, "CommitmentDiscountQuantity": str(hours),
+            "ConsumedQuantity": str(hours) if status == "Used" else "",
+            "PricingQuantity": str(hours), "ListUnitPrice": str(s.overage_rate),
+            "ListCost": str(billing.money(hours * s.overage_rate)),
+            "ContractedUnitPrice": str(s.committed_rate),
+            "ChargeDescription": (f"Committed GPU-hours, period {s.number}, "
+                                  f"{status.lower()}: {hours} of {committed} at "
+                                  f"{s.committed_rate}"),
+        })
+    return out

@@ -1,0 +1,173 @@
+"""The one reader of a contract's money: every period with the terms in force at its start,
+what the meter holds for it, what its statement billed, the corrections written since and the
+correction still pending. Pages, the API, the jobs, the admin and /metrics all read periods
+here, so they cannot disagree.
+
+The rules (README "Statements and corrections"): a period is priced with the terms in force at
+its start; its statement bills it once, when it has ended and the late-data grace has passed;
+usage that reaches it later is priced as a correction, cost(billed + change) - cost(billed)
+under the period's own terms, on the contract's next statement (after the last period, on a
+corrections statement for a later anniversary month). So the money billed for a period over
+all its statements is the cost of its final usage: corrections telescope.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Prefetch
+
+from loans import billing
+from loans.billing import Correction, PeriodCost, Terms
+from loans.models import Contract, CorrectionLine, Statement
+from metering import usage
+
+ZERO = Decimal(0)
+
+
+def grace() -> timedelta:
+    return timedelta(hours=settings.LATE_DATA_GRACE_HOURS)
+
+
+def due(period: billing.Period, now: datetime) -> bool:
+    """A period's statement is due once it has ended and the late-data grace has passed."""
+    return now >= period.end + grace()
+
+
+@dataclass(frozen=True)
+class PeriodEntry:
+    """One period of a contract as the ledger sees it at `now`."""
+
+    period: billing.Period
+    terms: Terms
+    state: str  # "closed" (stated), "ended" (awaiting its statement), "open"
+    metered: Decimal  # allocated GPU-hours the meter holds for it (so far, when open)
+    busy: Decimal
+    statement: Statement | None = None
+    lines: list[CorrectionLine] = field(default_factory=list)  # corrections of it, written
+
+    @property
+    def billed_gpu_hours(self) -> Decimal | None:
+        """Allocated GPU-hours billed for it: its statement's, with every correction since."""
+        if self.statement is None:
+            return None
+        return self.statement.allocated_gpu_hours + sum((c.gpu_hours for c in self.lines), ZERO)
+
+    @property
+    def billed_money(self) -> Decimal:
+        """The money billed for it so far, over every statement (its own and corrections)."""
+        if self.statement is None:
+            return ZERO
+        own = self.statement.committed_cost + self.statement.overage_cost
+        return own + sum((c.amount for c in self.lines), ZERO)
+
+    @property
+    def pending(self) -> Correction | None:
+        """The correction the next statement will carry for it (closed periods only)."""
+        if self.statement is None:
+            return None
+        return billing.correction(self.terms, billed=self.billed_gpu_hours, metered=self.metered)
+
+    @property
+    def cost(self) -> PeriodCost:
+        """Its cost at the usage the meter holds now: final once closed and corrected."""
+        return self.terms.cost(self.metered)
+
+    # What the periods table shows.
+    @property
+    def committed_gpu_hours(self) -> Decimal:
+        return self.terms.committed_gpu_hours
+
+    @property
+    def used_gpu_hours(self) -> Decimal:
+        return billing.gpu_hours(self.metered)
+
+    @property
+    def busy_gpu_hours(self) -> Decimal:
+        return billing.gpu_hours(self.busy)
+
+    @property
+    def corrected_gpu_hours(self) -> Decimal:
+        """GPU-hours its usage changed by after its statement (billed since, or pending)."""
+        if self.statement is None:
+            return ZERO
+        return billing.gpu_hours(self.metered) - self.statement.allocated_gpu_hours
+
+    @property
+    def completeness(self) -> Decimal | None:
+        return None if self.statement is None else self.statement.completeness
+
+
+@dataclass(frozen=True)
+class Ledger:
+    contract: Contract
+    now: datetime
+    entries: list[PeriodEntry]  # every period that has started, in order
+    statements: list[Statement]  # every statement, period and corrections ones, in order
+
+    @property
+    def pending(self) -> list[tuple[PeriodEntry, Correction]]:
+        """Corrections not billed yet, by period: they go on the next statement."""
+        return [(e, c) for e in self.entries if (c := e.pending) is not None]
+
+    @property
+    def pending_amount(self) -> Decimal:
+        return sum((c.amount for _e, c in self.pending), ZERO)
+
+    @property
+    def billed_money(self) -> Decimal:
+        return sum((s.total_cost for s in self.statements), ZERO)
+
+    def entry_for(self, period: billing.Period) -> PeriodEntry | None:
+        return next((e for e in self.entries if e.period.index == period.index), None)
+
+    @property
+    def current(self) -> PeriodEntry | None:
+        return next((e for e in self.entries if e.period.contains(self.now)), None)
+
+
+def _statements(contract: Contract) -> list[Statement]:
+    cached = getattr(contract, "_prefetched_objects_cache", {}).get("statements")
+    if cached is not None:
+        return sorted(cached, key=lambda s: s.period_index)
+    return list(Statement.objects.filter(contract=contract).prefetch_related(
+        Prefetch("corrections", queryset=CorrectionLine.objects.order_by("period_index")))
+        .order_by("period_index"))
+
+
+def read(contract: Contract, now: datetime) -> Ledger:
+    """The contract's ledger as of `now`: a constant number of queries whatever its length."""
+    statements = _statements(contract)
+    by_index = {s.period_index: s for s in statements if s.kind == Statement.Kind.PERIOD}
+    lines: dict[int, list[CorrectionLine]] = {}
+    for statement in statements:
+        for line in statement.corrections.all():
+            lines.setdefault(line.period_index, []).append(line)
+    started = [p for p in contract.periods() if p.start <= now]
+    totals = usage.tenant_totals_in(contract.tenant_id,
+                                    [(p.start, min(p.end, now)) for p in started])
+    entries = []
+    for period, metered in zip(started, totals, strict=True):
+        statement = by_index.get(period.index)
+        state = "closed" if statement else ("open" if now < period.end else "ended")
+        entries.append(PeriodEntry(
+            period=period, terms=contract.terms_for(period.index), state=state,
+            metered=billing.gpu_hours(metered.allocated_gpu_hours),
+            busy=billing.gpu_hours(metered.busy_gpu_hours), statement=statement,
+            lines=lines.get(period.index, [])))
+    return Ledger(contract, now, entries, statements)
+
+
+def totals(entries: list[PeriodEntry]) -> dict[str, Decimal]:
+    """Sums over periods, at the usage the meter holds now: GPU-hours and money add; nothing
+    here averages."""
+    costs = [e.cost for e in entries]
+    return {
+        "committed_gpu_hours": sum((e.committed_gpu_hours for e in entries), ZERO),
+        "used_gpu_hours": sum((e.used_gpu_hours for e in entries), ZERO),
+        "busy_gpu_hours": sum((e.busy_gpu_hours for e in entries), ZERO),
+        "overage_gpu_hours": sum((c.overage_gpu_hours for c in costs), ZERO),
+        "unused_gpu_hours": sum((c.unused_gpu_hours for c in costs), ZERO),
+        "cost": sum((c.total for c in costs), ZERO),
+    }
