@@ -1,10 +1,35 @@
 """Re-attributions (an operator moving usage between tenants, kept for good) and the raw
-sample horizon (how far back raw samples are complete, for rebuilds that must not erase)."""
+sample horizon (how far back raw samples are complete, for rebuilds that must not erase).
+
+A database whose raw samples were purged before the horizon was recorded gets it from what is
+left: rollups older than the oldest raw sample have lost their samples, so the horizon is the
+first whole hour of raw data.
+"""
+
+from datetime import timedelta
 
 import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
+
+
+def horizon_from_what_is_left(apps, schema_editor):
+    UsageSample = apps.get_model("metering", "UsageSample")
+    TenantHour = apps.get_model("metering", "TenantHour")
+    RawHorizon = apps.get_model("metering", "RawHorizon")
+    hours = TenantHour.objects.order_by("hour").values_list("hour", flat=True)
+    first_rollup, last_rollup = hours.first(), hours.last()
+    if first_rollup is None:
+        return
+    oldest = UsageSample.objects.order_by("ts").values_list("ts", flat=True).first()
+    if oldest is None:  # every rollup has lost its samples
+        RawHorizon.objects.create(purged_before=last_rollup + timedelta(hours=1))
+        return
+    floor = oldest.replace(minute=0, second=0, microsecond=0)
+    if first_rollup < floor or oldest != floor:  # the hour of the oldest may be partial too
+        RawHorizon.objects.create(purged_before=floor if oldest == floor
+                                  else floor + timedelta(hours=1))
 
 
 class Migration(migrations.Migration):
@@ -50,4 +75,5 @@ class Migration(migrations.Migration):
                 'constraints': [models.CheckConstraint(condition=models.Q(('end__gt', models.F('start'))), name='reattribution_forward'), models.CheckConstraint(condition=models.Q(('scope__in', ['node', 'namespace', 'account', 'user', 'job', 'unattributed'])), name='reattribution_scope_known'), models.CheckConstraint(condition=models.Q(models.Q(('scope', 'unattributed'), ('value', '')), models.Q(models.Q(('scope', 'unattributed'), _negated=True), models.Q(('value', ''), _negated=True)), _connector='OR'), name='reattribution_value_matches_scope')],
             },
         ),
+        migrations.RunPython(horizon_from_what_is_left, migrations.RunPython.noop),
     ]

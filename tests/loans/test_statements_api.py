@@ -1,0 +1,169 @@
+"""Statements over the API as a finance team reads them (JSON, CSV, FOCUS 1.2), and the
+operators' amendments and terminations over the API."""
+
+import csv
+import io
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from loans.models import Amendment, Contract, Plan
+from loans.services.closing import close_due_periods
+from loans.services.exports import FOCUS_COLUMNS
+from tests.ledger import attribute, meter
+
+D = Decimal
+JAN, FEB, MAR = (datetime(2026, m, 1, tzinfo=UTC) for m in (1, 2, 3))
+GRACE = timedelta(hours=3)
+
+
+@pytest.fixture(autouse=True)
+def _long_retention(settings):
+    settings.RAW_RETENTION_DAYS = 3650
+
+
+@pytest.fixture
+def billed(tenant, db):
+    """Period 1: 130 GPU-h of a 100 GPU-h commitment; 10 late GPU-h corrected on period 2."""
+    attribute(tenant)
+    plan = Plan.objects.create(name="Small", base_quota_gpus=1, max_quota_gpus=2,
+                               committed_gpu_hours=D(100), committed_rate=D("10.00"),
+                               overage_rate=D("12.00"), term_months=3, currency="CNY")
+    contract = Contract(tenant=tenant, plan=plan, starts_on=date(2026, 1, 1), time_zone="UTC",
+                        status=Contract.Status.ACTIVE)
+    contract.full_clean()
+    contract.save()
+    meter("vision", JAN, 130)
+    with time_machine.travel(FEB + GRACE, tick=False):
+        close_due_periods(FEB + GRACE)
+    meter("vision", JAN + timedelta(days=5), 10, gpu_prefix="LATE", at=FEB + GRACE)
+    meter("vision", FEB, 40)
+    with time_machine.travel(MAR + GRACE, tick=False):
+        close_due_periods(MAR + GRACE)
+    return contract
+
+
+def get(client, user, contract, query=""):
+    client.force_login(user)
+    with time_machine.travel(MAR + timedelta(days=1), tick=False):
+        return client.get(f"/api/v1/contracts/{contract.pk}/statements{query}")
+
+
+def test_statements_list_every_line_with_the_terms_they_were_priced_with(client, lead, billed):
+    body = get(client, lead, billed).json()
+    first, second = body["statements"]
+    assert first["terms"] == {"committed_gpu_hours": "100.000000", "committed_rate": "10.0000",
+                              "overage_rate": "12.0000", "base_quota_gpus": 1,
+                              "max_quota_gpus": 2}
+    assert [(line["kind"], line["gpu_hours"], line["rate"], line["amount"])
+            for line in first["lines"]] == [
+        ("commitment", "100.000000", "10.0000", "1000.00"),
+        ("overage", "30.000000", "12.0000", "360.00")]
+    assert first["total"] == "1360.00"
+    correction = second["lines"][2]
+    assert correction["kind"] == "correction" and correction["corrects_period"] == 1
+    assert correction["overage_before"] == {"gpu_hours": "30.000000", "amount": "360.00"}
+    assert correction["overage_after"] == {"gpu_hours": "40.000000", "amount": "480.00"}
+    assert correction["amount"] == "120.00" and second["total"] == "1120.00"
+    assert body["billed_total"] == "2480.00" and body["pending_corrections"] == []
+
+
+def test_every_line_is_rate_times_gpu_hours_and_lines_add_up_to_the_statement(
+        client, lead, billed):
+    for statement in get(client, lead, billed).json()["statements"]:
+        total = D(0)
+        for line in statement["lines"]:
+            if line["kind"] == "correction":
+                for side in ("overage_before", "overage_after"):
+                    figures = line[side]
+                    assert D(figures["amount"]) == (D(figures["gpu_hours"]) * D(line["rate"])
+                                                    ).quantize(D("0.01"))
+            else:
+                assert D(line["amount"]) == (D(line["gpu_hours"]) * D(line["rate"])).quantize(
+                    D("0.01"))
+            total += D(line["amount"])
+        assert total == D(statement["total"])
+
+
+def test_the_statements_export_as_csv_one_row_per_line(client, lead, billed):
+    response = get(client, lead, billed, "?format=csv")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["statement"], r["line"], r["amount"]) for r in rows] == [
+        ("1", "commitment", "1000.00"), ("1", "overage", "360.00"),
+        ("2", "commitment", "1000.00"), ("2", "overage", "0.00"), ("2", "correction", "120.00")]
+    assert rows[-1]["corrects_period"] == "1"
+
+
+def test_the_focus_export_names_its_columns_and_bills_what_the_statements_bill(
+        client, lead, billed):
+    response = get(client, lead, billed, "?format=focus")
+    reader = csv.DictReader(io.StringIO(response.content.decode()))
+    assert tuple(reader.fieldnames) == FOCUS_COLUMNS
+    rows = list(reader)
+    assert sum(D(r["BilledCost"]) for r in rows) == D("2480.00")
+    by_invoice = {}
+    for r in rows:
+        by_invoice.setdefault(r["InvoiceId"], D(0))
+        by_invoice[r["InvoiceId"]] += D(r["BilledCost"])
+    assert by_invoice == {f"{billed.pk}-1": D("1360.00"), f"{billed.pk}-2": D("1120.00")}
+    used = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
+    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
+    assert [r["CommitmentDiscountQuantity"] for r in used] == ["100.000000", "40.000000"]
+    assert [(r["CommitmentDiscountQuantity"], r["BilledCost"]) for r in unused] == [
+        ("60.000000", "600.00")]
+    [correction] = [r for r in rows if r["ChargeClass"] == "Correction"]
+    assert correction["ChargePeriodStart"] == "2026-01-01T00:00:00Z"  # the period corrected
+    assert correction["BillingPeriodStart"] == "2026-02-01T00:00:00Z"  # billed in period 2
+    assert (correction["BilledCost"], correction["PricingQuantity"]) == ("120.00", "10.000000")
+    assert {r["ConsumedUnit"] for r in rows} == {"GPU-Hours"}
+    assert {r["PricingUnit"] for r in rows} == {"GPU-Hours"}
+
+
+def test_a_refusal_stays_json_whatever_format_was_asked_for(client, outsider, billed):
+    response = get(client, outsider, billed, "?format=focus")
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+
+
+def post(client, user, path, body):
+    client.force_login(user)
+    with time_machine.travel(FEB + timedelta(days=5), tick=False):
+        return client.post(path, body, content_type="application/json")
+
+
+def test_an_operator_amends_from_an_open_period_and_a_closed_one_is_refused(
+        client, operator, lead, billed):
+    path = f"/api/v1/contracts/{billed.pk}/amendments"
+    refused = post(client, operator, path, {"from_period": 1, "changes": {
+        "committed_gpu_hours": "90"}, "reason": "r"})
+    assert refused.status_code == 400 and "period 3 to 3" in str(refused.json()["from_period"])
+    odd = post(client, operator, path, {"from_period": 3, "changes": {"term_months": 24},
+                                        "reason": "r"})
+    assert odd.status_code == 400 and "cannot be amended" in str(odd.json())
+    bad = post(client, operator, path, {"from_period": 3, "changes": {
+        "max_quota_gpus": "0"}, "reason": "r"})
+    assert bad.status_code == 400 and "at least one GPU" in str(bad.json())
+    done = post(client, operator, path, {"from_period": 3, "changes": {
+        "committed_gpu_hours": "90"}, "reason": "less work in March"})
+    assert done.status_code == 201, done.content
+    assert done.json()["from_period"] == 3 and done.json()["author"] == operator.username
+    assert post(client, lead, path, {"from_period": 3, "changes": {}, "reason": "r"}
+                ).status_code == 403
+    listed = client.get(path).json()
+    assert [a["changes"] for a in listed] == [{"committed_gpu_hours": ["100.00", "90.00"]}]
+
+
+def test_an_operator_terminates_a_contract_at_the_end_of_its_current_period(
+        client, operator, billed):
+    path = f"/api/v1/contracts/{billed.pk}/terminate"
+    assert post(client, operator, path, {}).status_code == 400  # a reason is required
+    response = post(client, operator, path, {"reason": "team disbanded"})
+    assert response.status_code == 201, response.content
+    billed.refresh_from_db()
+    assert billed.term_months == 2 and billed.window_end == MAR
+    assert Amendment.objects.get().kind == "termination"
+    again = post(client, operator, path, {"reason": "twice"})
+    assert again.status_code == 400 and "already ends" in str(again.json())
