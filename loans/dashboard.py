@@ -13,6 +13,7 @@ from loans import billing
 from loans.burndown import TRAILING_WINDOW
 from loans.figures import HourUsage, PeriodFigures, period_figures
 from loans.models import Contract, Tenant
+from loans.services import ledger
 from metering import usage
 
 
@@ -38,15 +39,19 @@ def hourly_usage(tenant_id: int, start: datetime, end: datetime) -> list[HourUsa
     ]
 
 
-def figures(contract: Contract, period: billing.Period, now: datetime) -> PeriodFigures:
-    """One period's figures, priced with the terms in force at its start; the week before it
+def figures(contract: Contract, period: billing.Period, now: datetime,
+            entry: ledger.PeriodEntry | None = None) -> PeriodFigures:
+    """One period's figures, priced with the terms in force at its start, at the usage the
+    ledger reads for it (its entry, when the caller has read the ledger); the week before it
     feeds the forecast where the contract ran."""
     contract_start = contract.periods()[0].start
     history_start = max(contract_start, period.start - TRAILING_WINDOW)
     hours = hourly_usage(contract.tenant_id, history_start, min(now, period.end))
+    if entry is None:
+        entry = ledger.period_entry(contract, period, now)
     return period_figures(
-        period=period, terms=contract.terms_for(period.index), usage=hours, now=now,
-        history_start=contract_start,
+        period=period, terms=entry.terms, usage=hours, now=now, history_start=contract_start,
+        metered=(entry.metered, entry.busy),
     )
 
 

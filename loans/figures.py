@@ -99,13 +99,18 @@ def period_figures(
     usage: list[HourUsage],
     now: datetime,
     history_start: datetime | None = None,
+    metered: tuple[Decimal, Decimal] | None = None,
 ) -> PeriodFigures:
     """Figures of `period` as seen at `now` from hourly usage; hours before the period (from
-    `history_start` on, e.g. the contract's start) feed the forecast's trailing rate only."""
+    `history_start` on, e.g. the contract's start) feed the forecast's trailing rate only.
+    `metered` is the period's (allocated, busy) GPU-hours as the ledger reads them, so the
+    money here is the ledger's to the cent; without it they are summed from `usage`."""
     by_hour = {h.hour: h.allocated_gpu_hours for h in usage if h.hour < now}
     in_period = [h for h in usage if period.start <= h.hour < min(now, period.end)]
-    used = billing.gpu_hours(sum(h.allocated_gpu_hours for h in in_period))
-    busy = billing.gpu_hours(sum(h.busy_gpu_hours for h in in_period))
+    if metered is None:
+        metered = (billing.gpu_hours(sum(h.allocated_gpu_hours for h in in_period)),
+                   billing.gpu_hours(sum(h.busy_gpu_hours for h in in_period)))
+    used, busy = metered
     curve = burndown(
         start=period.start,
         end=period.end,

@@ -140,7 +140,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
             charts={"periods": charts.periods_figure(rows, zone)},
         )
     elif choice is not None:
-        figures = dashboard.figures(contract, choice, now)
+        figures = dashboard.figures(contract, choice, now, book.entry_for(choice))
         context.update(
             figures=figures,
             selected=str(choice.index + 1),

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from django.db.models import Count, Q, Sum
 
 from metering.models import Gpu, GpuHour, Node, TenantHour
-from metering.usage import floor_hour
+from metering.usage import floor_hour, sums_in
 
 COMPLETENESS_WINDOW = timedelta(hours=24)
 
@@ -85,36 +85,31 @@ def tenant_completeness(tenant_id: int, start: datetime, end: datetime) -> float
 
 def tenant_completeness_in(tenant_id: int,
                            ranges: list[tuple[datetime, datetime]]) -> list[float]:
-    """tenant_completeness for each of several ranges (a contract's periods), in four queries
-    whatever their number."""
+    """tenant_completeness for each of several ranges that do not overlap (a contract's
+    periods), in four queries whatever their number."""
     if not ranges:
         return []
-    first, last = floor_hour(min(s for s, _e in ranges)), max(e for _s, e in ranges)
-    within = [Q(hour__gte=floor_hour(start), hour__lt=end) for start, end in ranges]
-    per_range = {f"r{k}": Count("pk", filter=q) for k, q in enumerate(within)}
-    carried = {row.pop("gpu_id"): row for row in
-               GpuHour.objects.filter(tenant_id=tenant_id, hour__gte=first, hour__lt=last)
-               .values("gpu_id").annotate(**per_range)}
-    node_of = dict(Gpu.objects.filter(pk__in=list(carried)).values_list("id", "node_id"))
+    hours = [(floor_hour(start), end) for start, end in ranges]
+    carried = sums_in(GpuHour.objects.filter(tenant_id=tenant_id), "hour", hours, ("gpu_id",),
+                      rows=Count("pk"))
+    carrying = {gpu for found in carried for (gpu,) in found}
+    node_of = dict(Gpu.objects.filter(pk__in=carrying).values_list("id", "node_id"))
     defaulting = set(Node.objects.filter(default_tenant_id=tenant_id).values_list("pk", flat=True))
-    nodes = set(node_of.values()) | defaulting
-    gpus = list(Gpu.objects.filter(node_id__in=nodes, first_seen_at__lt=last)
+    gpus = list(Gpu.objects.filter(node_id__in=set(node_of.values()) | defaulting,
+                                   first_seen_at__lt=max(e for _s, e in ranges))
                 .values_list("id", "node_id", "first_seen_at"))
-    reported = {row.pop("gpu_id"): row for row in
-                GpuHour.objects.filter(gpu_id__in=[g for g, _n, _f in gpus], hour__gte=first,
-                                       hour__lt=last)
-                .values("gpu_id").annotate(**{f"r{k}": Sum("reported_s", filter=q)
-                                              for k, q in enumerate(within)})}
+    reported = sums_in(GpuHour.objects.filter(gpu_id__in=[g for g, _n, _f in gpus]), "hour",
+                       hours, ("gpu_id",), seconds=Sum("reported_s"))
     out = []
-    for k, (start, end) in enumerate(ranges):
+    for (start, end), found, seconds in zip(ranges, carried, reported, strict=True):
         # The nodes that carried the tenant's usage in this range, or default to it.
-        wanted = {node_of[g] for g, counts in carried.items() if counts[f"r{k}"]} | defaulting
+        wanted = {node_of[gpu] for (gpu,) in found} | defaulting
         expected = covered = 0.0
         for gpu_id, node_id, first_seen in gpus:
             span = (end - max(start, first_seen)).total_seconds()
             if node_id in wanted and span > 0:
                 expected += span
-                covered += min(reported.get(gpu_id, {}).get(f"r{k}") or 0.0, span)
+                covered += min(seconds.get((gpu_id,), {}).get("seconds", 0.0), span)
         out.append(covered / expected if expected else 1.0)
     return out
 

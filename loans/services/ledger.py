@@ -159,6 +159,18 @@ def read(contract: Contract, now: datetime) -> Ledger:
     return Ledger(contract, now, entries, statements)
 
 
+def period_entry(contract: Contract, period: billing.Period, now: datetime) -> PeriodEntry:
+    """One period as read(contract, now) reads it, without its statement (for the live
+    figures of a period: the burn-down, the fleet, alerts, /metrics): the same aggregate,
+    the same terms."""
+    [metered] = usage.tenant_totals_in(contract.tenant_id, [(period.start, min(period.end, now))])
+    return PeriodEntry(
+        period=period, terms=contract.terms_for(period.index),
+        state="open" if now < period.end else "ended",
+        metered=billing.gpu_hours(metered.allocated_gpu_hours),
+        busy=billing.gpu_hours(metered.busy_gpu_hours))
+
+
 def totals(entries: list[PeriodEntry]) -> dict[str, Decimal]:
     """Sums over periods, at the usage the meter holds now: GPU-hours and money add; nothing
     here averages."""
