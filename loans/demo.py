@@ -22,8 +22,8 @@ from django.db import connection, transaction
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
 from metering.attribution import Attributor, Rule
-from metering.models import AttributionRule, Gpu, Node, UsageSample
-from metering.usage import floor_hour, insert_rows, rebuild_rollups
+from metering.models import AttributionRule, Gpu, Node, RawHorizon, UsageSample
+from metering.usage import ceil_hour, floor_hour, insert_rows, rebuild_rollups
 
 DAYS = 90
 HOUR = timedelta(hours=1)
@@ -127,10 +127,16 @@ def seed(
         log(f"tenants: {', '.join(tenants)}; nodes: {Node.objects.count()}")
 
     end = floor_hour(now)
-    start = end - timedelta(days=days)
+    start = history_start = end - timedelta(days=days)
+    # Hours before the raw horizon have lost their samples to retention and keep their
+    # rollups; writing their samples again would count them twice (on PostgreSQL every insert
+    # is rolled up) and no recount may touch them.
+    horizon = RawHorizon.complete_from()
+    if horizon is not None and horizon > start:
+        start = min(end, ceil_hour(horizon))
     count = _write(_fleet_samples(start, end, zone), _attribution())
     # The demo's GPUs have been reporting since its history began.
-    Gpu.objects.filter(first_seen_at__gt=start).update(first_seen_at=start)
+    Gpu.objects.filter(first_seen_at__gt=history_start).update(first_seen_at=history_start)
     log(f"usage: {count} hourly samples offered (those already stored are kept)")
     log("rollups: recounting from the samples")
     rebuild_rollups(start, end)
