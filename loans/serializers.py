@@ -94,12 +94,16 @@ class PlanSerializer(ModelCleanMixin, serializers.ModelSerializer):
 
 
 class ContractSerializer(ModelCleanMixin, serializers.ModelSerializer):
+    """Contracts: activating one signs it (the plan's numbers are copied into it); a signed
+    contract's terms then change only by an amendment (/api/v1/contracts/{id}/amendments)."""
+
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
 
     class Meta:
         model = Contract
         fields = "__all__"
-        read_only_fields = ["ends_on", "created_at"]
+        # Copied from the plan at signing, never chosen on their own.
+        read_only_fields = ["ends_on", "created_at", "currency", "gpu_model"]
 
 
 def _moment(raw: str, zone: ZoneInfo, name: str) -> datetime:

@@ -184,6 +184,21 @@ def test_an_overlapping_contract_is_a_400_and_a_good_one_is_created(client, oper
     assert listed.json()["count"] == 2
 
 
+def test_a_contract_signed_over_the_api_copies_its_plan_and_changes_only_by_amendment(
+        client, operator, contract, plan):
+    headers = bearer(operator)
+    signed = client.get(f"/api/v1/contracts/{contract.pk}/", **headers).json()
+    assert (signed["committed_rate"], signed["overage_rate"], signed["currency"]) == (
+        "10.0000", "12.0000", "CNY")
+    assert signed["signed_at"] is not None and signed["window_start"] == "2026-11-01T00:00:00+08:00"
+    patched = api(client, "patch", f"/api/v1/contracts/{contract.pk}/", headers,
+                  {"committed_rate": "9.00"})
+    assert patched.status_code == 400
+    assert "only by an amendment" in str(patched.json()["committed_rate"])
+    contract.refresh_from_db()
+    assert contract.committed_rate == 10
+
+
 def test_deleting_a_plan_in_use_is_a_409_not_a_server_error(client, operator, contract, plan):
     response = client.delete(f"/api/v1/plans/{plan.pk}/", **bearer(operator))
     assert response.status_code == 409
