@@ -91,6 +91,18 @@ class ContractAdmin(admin.ModelAdmin):
         (None, {"fields": ["notes"]}),
     ]
 
+    def save_model(self, request, obj: Contract, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if obj.status in Contract.HOLDING:
+            for other, hours in obj.near_misses():
+                self.message_user(request, _(
+                    "%(hours).0f hours between this contract and %(other)s are covered by "
+                    "neither, so their usage is billed by neither (the zones differ: %(zone)s "
+                    "and %(other_zone)s).") % {"hours": hours, "other": other,
+                                              "zone": obj.time_zone,
+                                              "other_zone": other.time_zone},
+                    level="warning")
+
     def get_readonly_fields(self, request, obj: Contract | None = None) -> list[str]:
         """A signed contract's terms change by amendment (the inline links to it); its start,
         zone and term are fixed once it has a statement."""

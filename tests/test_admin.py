@@ -9,15 +9,24 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from loans.models import Contract, Plan
+from loans.models import Amendment, Contract, Plan, Recommendation
 from loans.tokens import ApiToken
-from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour, UsageSample
+from metering.models import (
+    AttributionRule,
+    Gpu,
+    GpuHour,
+    Node,
+    Reattribution,
+    TenantHour,
+    UsageSample,
+)
 from metering.usage import floor_hour, rebuild_rollups
 
 CHANGELISTS = [
     "loans_tenant", "loans_membership", "loans_plan", "loans_contract", "loans_statement",
     "metering_node", "metering_gpu", "metering_attributionrule", "metering_tenanthour",
     "metering_gpuhour", "metering_usagesample", "auth_user", "loans_apitoken",
+    "loans_amendment", "metering_reattribution", "loans_recommendation",
 ]
 
 
@@ -196,3 +205,87 @@ def test_an_api_token_issued_in_the_admin_is_shown_once_and_works(client, operat
     assert record.user == lead and token not in (record.token_hash, record.token_prefix)
     api = Client().get("/api/v1/tenants/vision/usage", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert api.status_code == 200
+
+
+def test_an_operator_amends_a_contract_in_the_admin_and_a_closed_period_is_refused(
+        client, operator, contract):
+    client.force_login(operator)
+    url = reverse("admin:loans_amendment_add")
+    with time_machine.travel(MOMENT, tick=False):
+        form = client.get(url, {"contract": contract.pk})
+        assert form.context["adminform"].form.initial["from_number"] == 1
+        response = client.post(url, {"contract": contract.pk, "from_number": 2,
+                                     "committed_gpu_hours": "900", "reason": "less work"})
+        assert response.status_code == 302, response.context["adminform"].form.errors
+        refused = client.post(url, {"contract": contract.pk, "from_number": 13,
+                                    "committed_gpu_hours": "900", "reason": "r"})
+        assert "period 1 to 12" in refused.content.decode()
+        nothing = client.post(url, {"contract": contract.pk, "from_number": 2, "reason": "r"})
+        assert "Change at least one term" in nothing.content.decode()
+    amendment = Amendment.objects.get()
+    assert (amendment.from_period, amendment.author) == (1, operator)
+    assert amendment.changes == {"committed_gpu_hours": ["1000.00", "900.00"]}
+    assert contract.terms_for(1).committed_gpu_hours == 900
+    # The contract's page shows it, and no longer lets its signed terms be edited in place.
+    page = client.get(reverse("admin:loans_contract_change", args=[contract.pk]))
+    assert "less work" in page.content.decode()
+    assert "committed_rate" not in page.context["adminform"].form.fields
+
+
+def test_an_operator_terminates_a_contract_in_the_admin(client, operator, contract):
+    client.force_login(operator)
+    with time_machine.travel(MOMENT, tick=False):
+        response = client.post(reverse("admin:loans_amendment_add"), {
+            "contract": contract.pk, "terminate": "on", "reason": "team disbanded"})
+    assert response.status_code == 302
+    contract.refresh_from_db()
+    assert contract.term_months == 1 and contract.ends_on.isoformat() == "2026-12-01"
+
+
+def test_applying_accepted_recommendations_in_the_admin_writes_their_amendments(
+        client, operator, lead, contract):
+    rec = Recommendation.objects.create(
+        contract=contract, kind="base_quota", current="8", recommended="6", message="m",
+        created_at=MOMENT, state="accepted", decided_by=lead, decided_at=MOMENT)
+    client.force_login(operator)
+    with time_machine.travel(MOMENT, tick=False):
+        client.post(reverse("admin:loans_recommendation_changelist"),
+                    {"action": "apply", "_selected_action": [rec.pk]})
+    rec.refresh_from_db()
+    assert rec.state == "applied" and rec.amendment.changes == {"base_quota_gpus": ["8", "6"]}
+
+
+def test_an_operator_moves_usage_in_the_admin(client, operator, fleet, other_tenant):
+    client.force_login(operator)
+    url = reverse("admin:metering_reattribution_add")
+    start = floor_hour(MOMENT) - timedelta(hours=10)
+    with time_machine.travel(MOMENT, tick=False):
+        initial = client.get(url, {"scope": "unattributed", "start": start.isoformat()})
+        assert initial.context["adminform"].form.initial["start"] == start
+        local = start.astimezone(timezone.get_current_timezone())
+        response = client.post(url, {
+            "scope": "node", "value": "gpu-node-01", "tenant": other_tenant.pk,
+            "start_0": local.strftime("%Y-%m-%d"), "start_1": local.strftime("%H:%M:%S"),
+            "end_0": MOMENT.astimezone(local.tzinfo).strftime("%Y-%m-%d"),
+            "end_1": MOMENT.astimezone(local.tzinfo).strftime("%H:%M:%S"), "reason": "lent"})
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    move = Reattribution.objects.get()
+    assert move.samples == 10 and move.author == operator
+    assert TenantHour.objects.filter(tenant=other_tenant).count() == 10
+
+
+def test_a_renewal_that_leaves_hours_uncovered_is_saved_with_a_warning(client, operator, plan,
+                                                                       tenant):
+    first = Contract(tenant=tenant, plan=plan, starts_on="2026-01-01", time_zone="Asia/Shanghai",
+                     status=Contract.Status.ACTIVE)
+    first.full_clean()
+    first.save()  # ends 2027-01-01 00:00 in Shanghai: 2026-12-31 16:00 UTC
+    client.force_login(operator)
+    response = client.post(reverse("admin:loans_contract_add"), {
+        "tenant": tenant.pk, "plan": plan.pk, "starts_on": "2027-01-01", "time_zone": "UTC",
+        "status": "active", "amendments-TOTAL_FORMS": 0, "amendments-INITIAL_FORMS": 0},
+        follow=True)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "8 hours between this contract and" in page and "billed by neither" in page
+    assert Contract.objects.count() == 2

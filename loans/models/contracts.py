@@ -406,6 +406,20 @@ class Contract(models.Model):
             return False
         return True
 
+    def near_misses(self) -> list[tuple["Contract", float]]:
+        """The tenant's contracts that end less than a day before this one starts, or start
+        less than a day after it ends, with the hours between them: hours no contract covers,
+        billed by neither (back-to-back contracts in different zones leave such gaps)."""
+        day = 24 * 3600
+        out = []
+        for other in Contract.objects.filter(tenant_id=self.tenant_id, status__in=self.HOLDING
+                                             ).exclude(pk=self.pk):
+            gap = max((self.window_start - other.window_end).total_seconds(),
+                      (other.window_start - self.window_end).total_seconds())
+            if 0 < gap < day:
+                out.append((other, gap / 3600))
+        return out
+
     def overlapping(self) -> models.QuerySet:
         """The tenant's other contracts in force at some instant of this one's window."""
         return Contract.objects.filter(
