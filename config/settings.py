@@ -250,6 +250,10 @@ DEFAULT_CURRENCY = env_str("DEFAULT_CURRENCY", "CNY").upper()
 if len(DEFAULT_CURRENCY) != 3 or not DEFAULT_CURRENCY.isalpha():
     raise ImproperlyConfigured(f"DEFAULT_CURRENCY={DEFAULT_CURRENCY!r} is not an ISO 4217 code.")
 LATE_DATA_GRACE_HOURS = env_int("LATE_DATA_GRACE_HOURS", 2)
+# A device reported by a new node moves there once its old node has been silent about it for
+# this long; devices seen within the capacity window count in pools and in device limits.
+DEVICE_MOVE_MINUTES = env_int("DEVICE_MOVE_MINUTES", 10, minimum=1)
+CAPACITY_WINDOW_HOURS = env_int("CAPACITY_WINDOW_HOURS", 24, minimum=1)
 # Who issues the statements: the InvoiceIssuerName and ProviderName of the FOCUS export.
 INVOICE_ISSUER = env_str("INVOICE_ISSUER", "gpuloans")
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)

@@ -9,12 +9,13 @@ from config import metrics
 from config.auth import LoginForm
 from loans import api, api_bursts, api_ledger, views, views_bursts, views_buy
 from metering import api as metering_api
-from metering.viewsets import NodeViewSet, ReattributionViewSet
+from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
 
 router = DefaultRouter()
 router.register("tenants", api.TenantViewSet, basename="tenant")
 router.register("plans", api.PlanViewSet, basename="plan")
 router.register("contracts", api.ContractViewSet, basename="contract")
+router.register("clusters", ClusterViewSet, basename="cluster")
 router.register("nodes", NodeViewSet, basename="node")
 router.register("reattributions", ReattributionViewSet, basename="reattribution")
 router.register("bursts", api_bursts.BurstViewSet, basename="burst")

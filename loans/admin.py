@@ -34,6 +34,7 @@ class MembershipInline(admin.TabularInline):
 class AttributionRuleInline(admin.TabularInline):
     model = AttributionRule
     extra = 0
+    fields = ["field", "value", "cluster", "priority"]
 
 
 @admin.register(Tenant)

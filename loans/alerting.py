@@ -14,7 +14,7 @@ from loans import dashboard
 from loans.billing import money
 from loans.models import Alert, Contract
 from metering import fleet
-from metering.models import GpuHour, Node
+from metering.models import DeviceRefusal, GpuHour, Node
 from metering.usage import floor_hour
 
 THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crossed is open
@@ -130,11 +130,42 @@ def node_conditions(now: datetime) -> list[Condition]:
     return out
 
 
+REFUSAL_RECENT = timedelta(minutes=15)
+
+
+def refusal_conditions(now: datetime) -> list[Condition]:
+    """Devices the meter refused lately: past their node's device limit, or claimed by two
+    nodes at once. The operators' alerts (no tenant owns them)."""
+    out = []
+    for refusal in DeviceRefusal.objects.filter(last_at__gte=now - REFUSAL_RECENT).select_related(
+            "node", "holder"):
+        node, uuid = refusal.node, refusal.gpu_uuid
+        if refusal.reason == DeviceRefusal.Reason.DEVICE_LIMIT:
+            message = _("Node %(node)s reports more GPUs than its limit of %(limit)s: %(device)s "
+                        "is refused (%(samples)s samples since %(since)s). Raise its max devices "
+                        "in the admin if the node really has them.") % {
+                "node": node.name, "limit": node.max_devices, "device": uuid,
+                "samples": refusal.samples, "since": f"{refusal.first_at:%Y-%m-%d %H:%M}"}
+        else:
+            holder = refusal.holder.name if refusal.holder else "?"
+            message = _("Two nodes claim one GPU: %(node)s reports %(device)s, which %(holder)s "
+                        "still reports; it moves to %(node)s once %(holder)s has not reported "
+                        "it for %(minutes)s minutes (%(samples)s samples refused).") % {
+                "node": node.name, "device": uuid, "holder": holder,
+                "minutes": settings.DEVICE_MOVE_MINUTES, "samples": refusal.samples}
+        out.append(Condition(Kind.DEVICE_REFUSED, f"node:{node.name}:device:{uuid}"[:120], None,
+                             message, {"reason": refusal.reason, "device": uuid,
+                                       "samples": refusal.samples,
+                                       "last_at": refusal.last_at.isoformat()}))
+    return out
+
+
 def conditions(now: datetime) -> list[Condition]:
     contracts = list(Contract.objects.filter(status=Contract.Status.ACTIVE)
                      .select_related("tenant", "plan"))
     found = [c for contract in contracts for c in contract_conditions(contract, now)]
-    return found + idle_conditions(now, contracts) + node_conditions(now)
+    return (found + idle_conditions(now, contracts) + node_conditions(now)
+            + refusal_conditions(now))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,14 @@ from django.db import connection, transaction
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
 from metering.attribution import Attributor, Rule
-from metering.models import AttributionRule, Gpu, Node, RawHorizon, UsageSample
+from metering.models import (
+    AttributionRule,
+    Gpu,
+    Node,
+    RawHorizon,
+    UsageSample,
+    default_cluster,
+)
 from metering.usage import ceil_hour, floor_hour, insert_rows, rebuild_rollups
 
 DAYS = 90
@@ -117,8 +124,8 @@ def seed(
                 Membership.objects.get_or_create(user=user, tenant=tenant, defaults={"role": role})
                 logins.append((username, DEMO_PASSWORD, f"{role} of {story.name}"))
             AttributionRule.objects.get_or_create(
-                field=AttributionRule.Field.NAMESPACE, value=story.slug,
-                defaults={"tenant": tenant, "priority": 10},
+                cluster_id=default_cluster(), field=AttributionRule.Field.NAMESPACE,
+                value=story.slug, defaults={"tenant": tenant, "priority": 10},
             )
             _contract(tenant, plans[story.plan], today - timedelta(days=110))
             for node_name, model in story.nodes:
@@ -268,14 +275,15 @@ def _sample(gpu: Gpu, hour: datetime, allocated: bool, util: float, owner) -> di
 def _attribution() -> Callable[[dict], int | None]:
     """Attribute as ingestion does: the tenant's rules, then the node's default tenant."""
     attributor = Attributor(
-        Rule(rule.tenant_id, rule.field, rule.value, rule.priority)
+        Rule(rule.tenant_id, rule.field, rule.value, rule.priority, rule.cluster_id)
         for rule in AttributionRule.objects.all()
     )
     nodes = {node.pk: node for node in Node.objects.all()}
 
     def tenant_of(sample: dict) -> int | None:
         node = nodes[sample["node_id"]]
-        return attributor.tenant_for(sample["owner"], node.name, node.default_tenant_id)
+        return attributor.tenant_for(sample["owner"], node.name, node.cluster_id,
+                                     node.default_tenant_id)
 
     return tenant_of
 

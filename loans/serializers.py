@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from loans.models import Contract, Plan, Tenant
-from metering.models import AttributionRule
+from metering.models import AttributionRule, Cluster, default_cluster
 from metering.usage import floor_hour
 
 MAX_SPAN = {"hour": timedelta(days=93), "day": timedelta(days=1100)}
@@ -41,10 +41,25 @@ class ModelCleanMixin:
 
 
 class AttributionRuleSerializer(serializers.ModelSerializer):
+    """An owner rule (namespace, account, user, job) holds within its cluster: the default
+    cluster when none is named. A node rule names no cluster."""
+
+    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(),
+                                           allow_null=True, required=False)
+
     class Meta:
         model = AttributionRule
-        fields = ["field", "value", "priority"]
+        fields = ["cluster", "field", "value", "priority"]
         validators = []  # uniqueness is checked with the tenant, below
+
+    def validate(self, attrs: dict) -> dict:
+        if attrs["field"] == AttributionRule.Field.NODE:
+            if attrs.get("cluster") is not None:
+                raise serializers.ValidationError(
+                    {"cluster": _("A node rule names no cluster: the node is already in one.")})
+        elif attrs.get("cluster") is None:
+            attrs["cluster"] = Cluster.objects.get(pk=default_cluster())
+        return attrs
 
 
 class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
@@ -58,13 +73,17 @@ class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
         read_only_fields = ["created_at"]
 
     def validate_attribution_rules(self, rules: list[dict]) -> list[dict]:
-        keys = [(rule["field"], rule["value"]) for rule in rules]
+        def key(cluster, field, value):
+            return (None if field == AttributionRule.Field.NODE else cluster, field, value)
+
+        keys = [key(r.get("cluster"), r["field"], r["value"]) for r in rules]
         if len(set(keys)) != len(keys):
             raise serializers.ValidationError(_("A rule is listed twice."))
         taken = AttributionRule.objects.exclude(tenant=self.instance).filter(
-            field__in=[f for f, _v in keys], value__in=[v for _f, v in keys])
-        clashes = [f"{r.field}={r.value} ({r.tenant.slug})" for r in taken.select_related("tenant")
-                   if (r.field, r.value) in keys]
+            field__in=[f for _c, f, _v in keys], value__in=[v for _c, _f, v in keys])
+        clashes = [f"{r.field}={r.value} ({r.tenant.slug})"
+                   for r in taken.select_related("tenant", "cluster")
+                   if key(r.cluster, r.field, r.value) in keys]
         if clashes:
             raise serializers.ValidationError(
                 _("Already claimed by another tenant: %(rules)s") % {"rules": ", ".join(clashes)})

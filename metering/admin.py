@@ -13,7 +13,15 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from config.admin import ReadOnlyAdmin
-from metering.models import AttributionRule, Gpu, GpuHour, Node, Reattribution, TenantHour
+from metering.models import (
+    AttributionRule,
+    Cluster,
+    Gpu,
+    GpuHour,
+    Node,
+    Reattribution,
+    TenantHour,
+)
 from metering.services import reattribute
 
 
@@ -37,10 +45,12 @@ class NodeAdmin(admin.ModelAdmin):
     """Tokens are shown once, on the page that issued them, and stored only as a hash."""
 
     list_display = [
-        "name", "default_tenant", "token_status", "gpu_count", "last_seen_at", "agent_version",
+        "name", "cluster", "default_tenant", "token_status", "gpu_count", "max_devices",
+        "last_seen_at", "agent_version",
     ]
-    list_filter = [HasTokenFilter, "default_tenant", "agent_version"]
-    search_fields = ["name", "agent_version", "default_tenant__slug"]
+    list_filter = [HasTokenFilter, "cluster", "default_tenant", "agent_version"]
+    search_fields = ["name", "agent_version", "default_tenant__slug", "cluster__name"]
+    list_select_related = ["cluster", "default_tenant"]
     readonly_fields = [
         "token_status", "token_issued_at", "last_seen_at", "agent_version", "created_at",
     ]
@@ -130,12 +140,28 @@ class GpuAdmin(admin.ModelAdmin):
     readonly_fields = ["first_seen_at", "last_seen_at"]
 
 
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    """Every node belongs to a cluster; owner rules hold within one."""
+
+    list_display = ["name", "kind", "node_count", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["name", "description"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(node_total=Count("nodes"))
+
+    @admin.display(description=_("nodes"), ordering="node_total")
+    def node_count(self, cluster: Cluster) -> int:
+        return getattr(cluster, "node_total", 0)
+
+
 @admin.register(AttributionRule)
 class AttributionRuleAdmin(admin.ModelAdmin):
-    list_display = ["field", "value", "tenant", "priority"]
-    list_filter = ["field", "tenant"]
+    list_display = ["field", "value", "cluster", "tenant", "priority"]
+    list_filter = ["field", "cluster", "tenant"]
     search_fields = ["value", "tenant__slug", "tenant__name"]
-    list_select_related = ["tenant"]
+    list_select_related = ["tenant", "cluster"]
 
 
 class RollupAdmin(ReadOnlyAdmin):

@@ -2,16 +2,26 @@
 rollups kept exact (metering.store_postgresql, metering.store_sqlite)."""
 
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 
 from metering import protocol, store_postgresql, store_sqlite, wire
 from metering.attribution import Attributor, Rule
-from metering.models import AttributionRule, Gpu, Node, hash_token
+from metering.models import (
+    AttributionRule,
+    DeviceRefusal,
+    Gpu,
+    GpuTenure,
+    Node,
+    hash_token,
+    parent_of,
+    share_of,
+)
 from metering.protocol import each_object_once
 
 GPU_CACHE_SECONDS = 60
@@ -34,14 +44,16 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     # Each GPU's (index, model, memory) as its last sample in the batch reports them.
     latest = dict(zip(batch.gpu_uuid, zip(batch.gpu_index, batch.model, batch.mem_total_mib,
                                           strict=True), strict=True))
-    gpu_ids = register_gpus(node, latest, now)
+    gpu_ids, refused = register_gpus(
+        node, latest, now, fractions=lambda: dict(zip(batch.gpu_uuid, batch.fraction,
+                                                      strict=True)))
     ids = list(map(gpu_ids.get, batch.gpu_uuid))
-    if len(gpu_ids) < len(latest):  # some GPU is another node's: its samples have no id
+    if refused:  # another node's devices, or devices past the node's limit: no id
         keep = [k for k, gpu_id in enumerate(ids) if gpu_id is not None]
-        rejected.extend(
-            {"index": batch.index[k], "error": (
-                f"node mismatch: {batch.gpu_uuid[k]} is registered to another node")}
-            for k, gpu_id in enumerate(ids) if gpu_id is None)
+        rejected.extend({"index": batch.index[k], "error": refused[batch.gpu_uuid[k]][1]}
+                        for k, gpu_id in enumerate(ids) if gpu_id is None)
+        _record_refusals(node, refused, [u for u, g in zip(batch.gpu_uuid, ids, strict=True)
+                                         if g is None], now)
         batch, ids = batch.keep(keep), [ids[k] for k in keep]
     columns = [batch.index, ids, batch.ts, [node.pk] * len(ids), _tenants(batch.owner, node),
                batch.interval_s, batch.allocated, batch.fraction, batch.util_pct,
@@ -59,11 +71,27 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     return Result(inserted, repeats + len(ids) - inserted - len(conflicts), rejected)
 
 
+def _record_refusals(node: Node, refused: dict[str, tuple], uuids: list[str],
+                     now: datetime) -> None:
+    """Keep each refused device's count and times for the alert job (a rare path: one
+    upsert per refused device and batch)."""
+    counts = Counter(uuids)
+    for uuid, (reason, _message, holder_id) in refused.items():
+        updated = DeviceRefusal.objects.filter(node=node, gpu_uuid=uuid, reason=reason).update(
+            last_at=now, holder_id=holder_id, samples=F("samples") + counts[uuid])
+        if not updated:
+            DeviceRefusal.objects.get_or_create(
+                node=node, gpu_uuid=uuid, reason=reason,
+                defaults={"first_at": now, "last_at": now, "holder_id": holder_id,
+                          "samples": counts[uuid]})
+
+
 def _tenants(owners: list, node: Node) -> list[int | None]:
     """The tenant of each sample; equal owners (one shared dict) are attributed once."""
     attributor = _attributor()
     return each_object_once(
-        lambda owner: attributor.tenant_for(owner, node.name, node.default_tenant_id), owners)
+        lambda owner: attributor.tenant_for(owner, node.name, node.cluster_id,
+                                            node.default_tenant_id), owners)
 
 
 RULES_SECONDS = 5
@@ -76,8 +104,8 @@ def _attributor() -> Attributor:
     attributor, built = _rules
     if attributor is None or time.monotonic() - built > RULES_SECONDS:
         attributor = Attributor(
-            Rule(*row) for row in
-            AttributionRule.objects.values_list("tenant_id", "field", "value", "priority")
+            Rule(*row) for row in AttributionRule.objects.values_list(
+                "tenant_id", "field", "value", "priority", "cluster_id")
         )
         _rules[:] = [attributor, time.monotonic()]
     return attributor
@@ -147,21 +175,45 @@ def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
 # uuid -> (gpu id, node id, index, model, memory, cached at): GPUs rarely change, and most
 # batches then need no GPU query at all.
 _gpus: dict[str, tuple[int, int, int | None, str, int | None, float]] = {}
+_node_names: dict[int, str] = {}  # node id -> name, for the reason another node's GPU is refused
+
+Refusal = tuple[str, str, int | None]  # (DeviceRefusal reason, message for the agent, holder)
 
 
-def register_gpus(node: Node, latest: dict[str, tuple], now: datetime) -> dict[str, int]:
-    """GPU ids by uuid for this node's GPUs, given each one's latest (index, model, memory);
-    new GPUs are registered and changed ones updated. A GPU registered to another node is
-    left out (its samples are rejected)."""
+def register_gpus(node: Node, latest: dict[str, tuple], now: datetime,
+                  fractions=lambda: {}) -> tuple[dict[str, int], dict[str, Refusal]]:
+    """GPU ids by uuid for this node's GPUs, given each one's latest (index, model, memory),
+    and the devices refused with why. New GPUs are registered (within the node's device
+    limit), changed ones updated, and a GPU another node reported moves here once that node
+    has not reported it for the move window. `fractions` gives each uuid's latest fraction
+    (asked for only when a GPU is new)."""
     clock = time.monotonic()
     # A GPU reporting what is stored (the common case) costs one tuple comparison.
     stale = [uuid for uuid, seen in latest.items()
              if uuid not in _gpus or clock - _gpus[uuid][5] > GPU_CACHE_SECONDS
              or (_gpus[uuid][2:5] != seen and _changed(_gpus[uuid][2:5], seen))]
+    refused: dict[str, Refusal] = {}
     if stale:
-        _refresh(node, {uuid: latest[uuid] for uuid in stale}, now, clock)
+        refused = _refresh(node, {uuid: latest[uuid] for uuid in stale}, now, clock, fractions)
     node_id = node.pk
-    return {uuid: _gpus[uuid][0] for uuid in latest if _gpus[uuid][1] == node_id}
+    ids = {}
+    for uuid in latest:
+        if uuid in refused:
+            continue
+        gpu_id, holder = _gpus[uuid][0], _gpus[uuid][1]
+        if holder == node_id:
+            ids[uuid] = gpu_id
+        else:
+            refused[uuid] = _held_elsewhere(uuid, holder)
+    return ids, refused
+
+
+def _held_elsewhere(uuid: str, holder: int) -> Refusal:
+    minutes = settings.DEVICE_MOVE_MINUTES
+    name = _node_names.get(holder, f"#{holder}")
+    return (DeviceRefusal.Reason.OTHER_NODE,
+            f"reported by node {name}: {uuid} moves to this node once {name} has not reported "
+            f"it for {minutes} minutes", holder)
 
 
 def _changed(stored: tuple, seen: tuple) -> dict[str, object]:
@@ -171,14 +223,32 @@ def _changed(stored: tuple, seen: tuple) -> dict[str, object]:
             if new is not None and new != old}
 
 
-def _refresh(node: Node, latest: dict[str, tuple], now: datetime, clock: float) -> None:
-    known = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=list(latest))}
-    new = [Gpu(uuid=uuid, node=node, index=index, model=model or "", memory_total_mib=memory,
-               first_seen_at=now, last_seen_at=now)
-           for uuid, (index, model, memory) in latest.items() if uuid not in known]
+def _refresh(node: Node, latest: dict[str, tuple], now: datetime, clock: float,
+             fractions) -> dict[str, Refusal]:
+    known = {gpu.uuid: gpu for gpu in
+             Gpu.objects.filter(uuid__in=list(latest)).select_related("node")}
+    _node_names.update({gpu.node_id: gpu.node.name for gpu in known.values()})
+    # Another node's GPU moves here once that node has been silent about it for the window.
+    window = timedelta(minutes=settings.DEVICE_MOVE_MINUTES)
+    moving = [gpu for gpu in known.values() if gpu.node_id != node.pk
+              and (gpu.last_seen_at is None or now - gpu.last_seen_at >= window)]
+    arriving = [uuid for uuid in latest if uuid not in known] + [gpu.uuid for gpu in moving]
+    refused = _past_the_limit(node, arriving, latest, now)
+    moving = [gpu for gpu in moving if gpu.uuid not in refused]
+    new = [uuid for uuid in latest if uuid not in known and uuid not in refused]
     if new:
-        Gpu.objects.bulk_create(new, ignore_conflicts=True)
-        known |= {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=[g.uuid for g in new])}
+        share = fractions()
+        created = [Gpu(uuid=uuid, node=node, index=index, model=model or "",
+                       memory_total_mib=memory, first_seen_at=now, last_seen_at=now,
+                       parent=parent_of(uuid, index), share=share_of(uuid, share.get(uuid)))
+                   for uuid, (index, model, memory) in latest.items() if uuid in new]
+        Gpu.objects.bulk_create(created, ignore_conflicts=True)
+        fresh = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=new)}
+        GpuTenure.objects.bulk_create(GpuTenure(gpu=gpu, node_id=gpu.node_id, since=now)
+                                      for gpu in fresh.values() if gpu.first_seen_at == now)
+        known |= fresh
+    for gpu in moving:
+        _move(gpu, node, now)
     seen = []
     for uuid, gpu in known.items():
         if gpu.node_id == node.pk:
@@ -190,11 +260,45 @@ def _refresh(node: Node, latest: dict[str, tuple], now: datetime, clock: float) 
                     setattr(gpu, name, value)
         _gpus[uuid] = (gpu.pk, gpu.node_id, gpu.index, gpu.model, gpu.memory_total_mib, clock)
     Gpu.objects.filter(pk__in=seen).update(last_seen_at=now)
+    _node_names[node.pk] = node.name
+    return refused
+
+
+def _past_the_limit(node: Node, arriving: list[str], latest: dict[str, tuple],
+                    now: datetime) -> dict[str, Refusal]:
+    """The arriving devices (new, or moving here) that would take the node past max_devices:
+    physical GPUs reported within the capacity window, a MIG instance or replica counting as
+    its GPU."""
+    if not arriving:
+        return {}
+    since = now - timedelta(hours=settings.CAPACITY_WINDOW_HOURS)
+    active = set(Gpu.objects.filter(node=node, last_seen_at__gte=since)
+                 .values_list("parent", flat=True))
+    limit, refused = node.max_devices, {}
+    for uuid in arriving:
+        parent = parent_of(uuid, latest[uuid][0])
+        if parent in active or len(active) < limit:
+            active.add(parent)
+        else:
+            refused[uuid] = (DeviceRefusal.Reason.DEVICE_LIMIT,
+                             f"device limit: node {node.name} may report at most {limit} GPUs "
+                             f"(max_devices); {uuid} would be one more", None)
+    return refused
+
+
+def _move(gpu: Gpu, node: Node, now: datetime) -> None:
+    """The device is this node's from now on; the node that reported it keeps its hours."""
+    with transaction.atomic():
+        GpuTenure.objects.filter(gpu=gpu, until__isnull=True).update(until=now)
+        GpuTenure.objects.create(gpu=gpu, node=node, since=now)
+        Gpu.objects.filter(pk=gpu.pk).update(node=node)
+    gpu.node_id = node.pk
 
 
 def forget_gpus() -> None:
     """Drop the process's GPU cache (tests rebuild the database under it)."""
     _gpus.clear()
+    _node_names.clear()
     _last_seen.clear()
     forget_rules()
     forget_nodes()

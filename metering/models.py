@@ -10,6 +10,7 @@ import hmac
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import F, Q, Value
@@ -28,6 +29,44 @@ node_name_validator = RegexValidator(
 def hash_token(token: str) -> str:
     """Node tokens are 256-bit random strings, so one SHA-256 is as strong as a slow KDF here."""
     return hashlib.sha256(token.encode()).hexdigest()
+
+
+DEFAULT_CLUSTER = "default"
+
+
+class Cluster(models.Model):
+    """A set of nodes under one scheduler (a Kubernetes cluster, a Slurm cluster or a plain
+    group). Owner values (namespaces, accounts, users, jobs) mean something only inside their
+    cluster: an attribution rule on one holds for samples of that cluster's nodes only."""
+
+    class Kind(models.TextChoices):
+        KUBERNETES = "kubernetes", _("Kubernetes")
+        SLURM = "slurm", _("Slurm")
+        PLAIN = "plain", _("plain group")
+
+    name = models.CharField(_("name"), max_length=63, unique=True,
+                            validators=[node_name_validator])
+    kind = models.CharField(_("scheduler"), max_length=12, choices=Kind.choices,
+                            default=Kind.PLAIN)
+    description = models.TextField(_("description"), blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["kubernetes", "slurm", "plain"]),
+                                   name="cluster_kind_known"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def default_cluster() -> int:
+    """The cluster a node joins when none is named (every node belongs to one)."""
+    return Cluster.objects.get_or_create(name=DEFAULT_CLUSTER)[0].pk
 
 
 class NodeQuerySet(models.QuerySet):
@@ -50,6 +89,14 @@ class Node(models.Model):
     name = models.CharField(
         _("name"), max_length=63, unique=True, validators=[node_name_validator]
     )
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.PROTECT, related_name="nodes", default=default_cluster,
+        verbose_name=_("cluster"),
+        help_text=_("Owner rules (namespace, account, user, job) match only within it."))
+    max_devices = models.PositiveSmallIntegerField(
+        _("max devices"), default=16,
+        help_text=_("How many GPUs this node's token may report (MIG instances count as their "
+                    "GPU); devices past it are refused and operators alerted."))
     default_tenant = models.ForeignKey(
         "loans.Tenant", on_delete=models.SET_NULL, null=True, blank=True,
         related_name="default_nodes", verbose_name=_("default tenant"),
@@ -102,12 +149,37 @@ class Node(models.Model):
         self.save(update_fields=["token_hash", "token_prefix", "token_issued_at"])
 
 
+def parent_of(uuid: str, index: int | None) -> str:
+    """The physical GPU a device is part of: a MIG instance's GPU (by its index on the node),
+    a time-sliced replica's GPU (`<uuid>::<n>`), else the device itself. A node's device limit
+    counts these."""
+    if uuid.startswith("MIG-") and index is not None:
+        return f"index:{index}"
+    return uuid.split("::", 1)[0]
+
+
+def share_of(uuid: str, fraction: float | None) -> float:
+    """How much of its physical GPU a device is, for capacity: a MIG instance or a replica its
+    fraction, a whole GPU 1 (even when a sample holds only a fraction of it)."""
+    if (uuid.startswith("MIG-") or "::" in uuid) and fraction:
+        return min(1.0, fraction)
+    return 1.0
+
+
 class Gpu(models.Model):
-    """A physical GPU or MIG instance, registered the first time a sample names it."""
+    """A physical GPU, MIG instance or time-sliced replica (a device), registered the first
+    time a sample names it. A device belongs to one node at a time (GpuTenure keeps which node
+    reported it when)."""
 
     id = models.AutoField(primary_key=True)
     uuid = models.CharField(_("UUID"), max_length=96, unique=True)
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="gpus")
+    parent = models.CharField(
+        _("physical GPU"), max_length=96, blank=True,
+        help_text=_("The GPU a MIG instance or replica is part of; the device itself else."))
+    share = models.FloatField(
+        _("share of its GPU"), default=1.0,
+        help_text=_("For capacity: a MIG instance's or replica's fraction, else 1."))
     index = models.PositiveSmallIntegerField(_("index"), null=True, blank=True)
     model = models.CharField(_("model"), max_length=128, blank=True)
     memory_total_mib = models.PositiveIntegerField(_("memory (MiB)"), null=True, blank=True)
@@ -123,10 +195,68 @@ class Gpu(models.Model):
         return f"{self.node.name}/{self.index if self.index is not None else '?'} {self.uuid}"
 
 
+class GpuTenure(models.Model):
+    """Which node reported a device, from when until when (None: still). Kept for good."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="tenures")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="tenures")
+    since = models.DateTimeField(_("since"))
+    until = models.DateTimeField(_("until"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["gpu", "since"]
+        verbose_name = _("device tenure")
+        verbose_name_plural = _("device tenures")
+        constraints = [
+            models.UniqueConstraint(fields=["gpu"], condition=Q(until__isnull=True),
+                                    name="tenure_one_node_at_a_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu.uuid} on {self.node} from {self.since:%Y-%m-%d %H:%M}"
+
+
+class DeviceRefusal(models.Model):
+    """A device a node reported whose samples the meter refused: past the node's device limit,
+    or still held by another node (it moves once that node has been silent about it for the
+    move window). One row per node, device and reason, with when it was first and last seen;
+    the alert job tells operators of the recent ones."""
+
+    class Reason(models.TextChoices):
+        DEVICE_LIMIT = "device_limit", _("past the node's device limit")
+        OTHER_NODE = "other_node", _("still reported by another node")
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="refusals")
+    gpu_uuid = models.CharField(_("device"), max_length=96)
+    reason = models.CharField(_("reason"), max_length=12, choices=Reason.choices)
+    holder = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+", verbose_name=_("held by"))
+    first_at = models.DateTimeField(_("first refused"))
+    last_at = models.DateTimeField(_("last refused"))
+    samples = models.PositiveBigIntegerField(_("samples refused"), default=0)
+
+    class Meta:
+        ordering = ["-last_at"]
+        verbose_name = _("refused device")
+        verbose_name_plural = _("refused devices")
+        constraints = [
+            models.UniqueConstraint(fields=["node", "gpu_uuid", "reason"],
+                                    name="refusal_once_per_node_device_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.gpu_uuid} ({self.get_reason_display()})"
+
+
+OWNER_FIELDS = ("namespace", "account", "user", "job")
+
+
 class AttributionRule(models.Model):
     """Claims usage for a tenant when a sample's owner (or node) has this value.
 
-    Rules are tried by priority (lower first), then by field in the order listed here.
+    Owner values hold within one cluster: a rule for namespace `team-a` in cluster `prod` never
+    matches a sample from a node of another cluster. Node rules need no cluster (node names are
+    unique). Rules are tried by priority (lower first), then by field in the order listed here.
     """
 
     class Field(models.TextChoices):
@@ -139,6 +269,10 @@ class AttributionRule(models.Model):
     tenant = models.ForeignKey(
         "loans.Tenant", on_delete=models.CASCADE, related_name="attribution_rules"
     )
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.PROTECT, null=True, blank=True, related_name="rules",
+        verbose_name=_("cluster"),
+        help_text=_("Where the owner value means this tenant; empty for a node rule."))
     field = models.CharField(_("matches"), max_length=10, choices=Field.choices)
     value = models.CharField(_("value"), max_length=253)
     priority = models.PositiveSmallIntegerField(
@@ -151,9 +285,22 @@ class AttributionRule(models.Model):
         verbose_name_plural = _("attribution rules")
         constraints = [
             models.UniqueConstraint(
-                fields=["field", "value"],
-                name="attribution_value_claimed_once",
-                violation_error_message=_("Another rule already claims this value."),
+                fields=["cluster", "field", "value"], condition=~Q(field="node"),
+                name="attribution_value_claimed_once_in_cluster",
+                violation_error_message=_("Another rule already claims this value in this "
+                                          "cluster."),
+            ),
+            models.UniqueConstraint(
+                fields=["field", "value"], condition=Q(field="node"),
+                name="attribution_node_claimed_once",
+                violation_error_message=_("Another rule already claims this node."),
+            ),
+            models.CheckConstraint(
+                condition=(Q(field="node") & Q(cluster__isnull=True))
+                | (~Q(field="node") & Q(cluster__isnull=False)),
+                name="attribution_cluster_matches_field",
+                violation_error_message=_("An owner rule names its cluster; a node rule names "
+                                          "none."),
             ),
             models.CheckConstraint(
                 condition=Q(field__in=["namespace", "account", "user", "job", "node"]),
@@ -163,7 +310,23 @@ class AttributionRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.field}={self.value} -> {self.tenant.slug}"
+        where = f"@{self.cluster}" if self.cluster_id else ""
+        return f"{self.field}={self.value}{where} -> {self.tenant.slug}"
+
+    def save(self, *args, **kwargs) -> None:
+        self._in_a_cluster()
+        super().save(*args, **kwargs)
+
+    def clean(self) -> None:
+        if self.field == self.Field.NODE and self.cluster_id is not None:
+            raise ValidationError({"cluster": _("A node rule names no cluster: the node is "
+                                                "already in one.")})
+        self._in_a_cluster()
+
+    def _in_a_cluster(self) -> None:
+        """An owner rule that names no cluster holds in the default one."""
+        if self.field in OWNER_FIELDS and self.cluster_id is None:
+            self.cluster_id = default_cluster()
 
 
 class UsageSample(models.Model):

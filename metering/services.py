@@ -9,14 +9,24 @@ from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.utils.translation import gettext as _
 
 from loans.models import Tenant
-from metering.models import Node, RawHorizon, Reattribution, UsageSample
+from metering.models import (
+    Cluster,
+    Node,
+    RawHorizon,
+    Reattribution,
+    UsageSample,
+    default_cluster,
+)
 from metering.usage import rebuild_rollups
 
 
 @transaction.atomic
-def node_create(*, name: str, default_tenant: Tenant | None = None) -> tuple[Node, str]:
-    """A new node and its token in clear (shown once, stored hashed)."""
-    node = Node(name=name, default_tenant=default_tenant)
+def node_create(*, name: str, default_tenant: Tenant | None = None,
+                cluster: Cluster | None = None) -> tuple[Node, str]:
+    """A new node of `cluster` (the default cluster if None) and its token in clear (shown
+    once, stored hashed)."""
+    node = Node(name=name, default_tenant=default_tenant,
+                cluster_id=cluster.pk if cluster else default_cluster())
     node.full_clean()
     node.save()
     return node, node.issue_token()

@@ -1,5 +1,5 @@
-"""Operators' API for nodes (creating one, or rotating its token, returns the token once) and
-for re-attributions."""
+"""Operators' API for clusters, nodes (creating one, or rotating its token, returns the token
+once) and re-attributions."""
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
@@ -12,19 +12,38 @@ from rest_framework.response import Response
 from loans.api import OperatorViewSet
 from loans.models import Tenant
 from loans.serializers import ModelCleanMixin
-from metering.models import Node, Reattribution
+from metering.models import Cluster, Node, Reattribution
 from metering.services import reattribute
+
+
+class ClusterSerializer(ModelCleanMixin, serializers.ModelSerializer):
+    class Meta:
+        model = Cluster
+        fields = ["id", "name", "kind", "description", "created_at"]
+        read_only_fields = ["created_at"]
+
+
+class ClusterViewSet(OperatorViewSet):
+    """Clusters: every node belongs to one, and owner rules hold within one."""
+
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    lookup_field = "name"
 
 
 class NodeSerializer(ModelCleanMixin, serializers.ModelSerializer):
     default_tenant = serializers.SlugRelatedField(
         slug_field="slug", queryset=Tenant.objects.all(), allow_null=True, required=False)
+    cluster = serializers.SlugRelatedField(
+        slug_field="name", queryset=Cluster.objects.all(), required=False,
+        help_text="The node's cluster (default: the default cluster).")
     has_token = serializers.BooleanField(read_only=True)
 
     class Meta:
         model = Node
-        fields = ["id", "name", "default_tenant", "has_token", "token_prefix", "token_issued_at",
-                  "last_seen_at", "agent_version", "dropped_samples", "created_at"]
+        fields = ["id", "name", "cluster", "max_devices", "default_tenant", "has_token",
+                  "token_prefix", "token_issued_at", "last_seen_at", "agent_version",
+                  "dropped_samples", "created_at"]
         read_only_fields = ["token_prefix", "token_issued_at", "last_seen_at", "agent_version",
                             "dropped_samples", "created_at"]
 

@@ -19,6 +19,7 @@ from metering.models import (
     Reattribution,
     TenantHour,
     UsageSample,
+    default_cluster,
 )
 from metering.usage import floor_hour, rebuild_rollups
 
@@ -117,7 +118,10 @@ def token_on(page: str) -> str:
 
 def test_a_node_added_in_the_admin_shows_its_token_once_and_stores_a_hash(client, operator):
     client.force_login(operator)
-    response = client.post(reverse("admin:metering_node_add"), {"name": "gpu-node-09"})
+    form = client.get(reverse("admin:metering_node_add")).context["adminform"].form
+    assert (form["cluster"].value(), form["max_devices"].value()) == (default_cluster(), 16)
+    response = client.post(reverse("admin:metering_node_add"), {
+        "name": "gpu-node-09", "cluster": default_cluster(), "max_devices": 16})
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     token = token_on(response.content.decode())

@@ -17,6 +17,7 @@ class Alert(models.Model):
         IDLE_GPUS = "idle_gpus", _("idle GPUs")
         NODE_SILENT = "node_silent", _("node silent")
         INCOMPLETE_DATA = "incomplete_data", _("incomplete data")
+        DEVICE_REFUSED = "device_refused", _("device refused")
 
     class State(models.TextChoices):
         OPEN = "open", _("open")

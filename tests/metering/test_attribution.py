@@ -1,16 +1,18 @@
 from metering.attribution import Attributor, Rule
 
+PROD, LAB = 1, 2  # clusters
 RULES = [
-    Rule(1, "namespace", "team-a"),
-    Rule(2, "user", "bob"),
+    Rule(1, "namespace", "team-a", cluster_id=PROD),
+    Rule(2, "user", "bob", cluster_id=PROD),
     Rule(3, "node", "gpu-node-07"),
-    Rule(4, "job", "1234", priority=5),
-    Rule(5, "account", "proj-x"),
+    Rule(4, "job", "1234", priority=5, cluster_id=PROD),
+    Rule(5, "account", "proj-x", cluster_id=PROD),
+    Rule(6, "namespace", "team-a", cluster_id=LAB),
 ]
 
 
-def tenant(owner, node="gpu-node-01", default=None):
-    return Attributor(RULES).tenant_for(owner, node, default)
+def tenant(owner, node="gpu-node-01", default=None, cluster=PROD):
+    return Attributor(RULES).tenant_for(owner, node, cluster, default)
 
 
 def test_a_namespace_rule_claims_the_sample():
@@ -46,3 +48,10 @@ def test_values_are_matched_exactly_and_as_text():
     assert tenant({"namespace": "Team-A"}) is None
     assert tenant({"job": 1234}) == 4
     assert tenant({"namespace": ""}) is None
+
+
+def test_an_owner_rule_holds_only_within_its_cluster():
+    assert tenant({"namespace": "team-a"}, cluster=LAB) == 6
+    assert tenant({"user": "bob"}, cluster=LAB) is None
+    assert tenant({"namespace": "team-a"}, cluster=3) is None
+    assert tenant({"namespace": "team-a"}, node="gpu-node-07", cluster=3) == 3  # node rules

@@ -37,17 +37,6 @@ def post(client: Client, token: str, samples: list, node: str = "gpu-node-01", *
                        HTTP_AUTHORIZATION=f"Bearer {token}")
 
 
-@pytest.fixture
-def node(tenant):
-    AttributionRule.objects.create(tenant=tenant, field="namespace", value="vision")
-    return Node.objects.create(name="gpu-node-01")
-
-
-@pytest.fixture
-def token(node) -> str:
-    return node.issue_token()
-
-
 def test_a_batch_is_stored_counted_and_rolled_up(client, token, tenant):
     response = post(client, token, [sample(g, k) for g in range(4) for k in range(30)])
     assert response.status_code == 202
@@ -150,15 +139,6 @@ def test_a_repeat_inside_one_batch_is_a_duplicate_or_a_conflict(client, token):
     assert answer["accepted"] == 1 and answer["duplicates"] == 1
     assert answer["rejected"][0]["index"] == 2
     assert "conflict: sample 0" in answer["rejected"][0]["error"]
-
-
-def test_a_gpu_of_another_node_is_rejected_as_a_node_mismatch(client, token, node):
-    other = Node.objects.create(name="gpu-node-02")
-    Gpu.objects.create(uuid="GPU-0007", node=other)
-    answer = post(client, token, [sample(7, 0), sample(1, 0)]).json()
-    assert answer["accepted"] == 1
-    assert answer["rejected"] == [{"index": 0, "error": (
-        "node mismatch: GPU-0007 is registered to another node")}]
 
 
 def test_gpus_are_registered_on_first_sight_and_updated_when_they_change(client, token, node):
