@@ -31,6 +31,7 @@ class Client:
             raise ValueError(f"{server!r}: the server address must be http:// or https://")
         self.url = server.rstrip("/") + "/api/v1/samples"
         self.token, self.node, self.timeout = token, node, timeout
+        self._warned: set[tuple[str, str]] = set()  # (device, reason) already logged
 
     def send(self, samples: list[dict], dropped: int) -> Outcome:
         body = json.dumps({"node": self.node, "agent_version": __version__,
@@ -49,12 +50,23 @@ class Client:
             # or may not have been stored; sending it again is safe either way.
             return Outcome(done=False, message=f"server unreachable: {error!r}")
         for rejection in answer.get("rejected", []):
-            sample = samples[rejection["index"]] if rejection["index"] < len(samples) else {}
-            log.warning("sample rejected (%s %s): %s", sample.get("gpu_uuid"), sample.get("ts"),
-                        rejection["error"])
+            self._report(rejection, samples)
         return Outcome(done=True, message=f"{answer['accepted']} accepted, "
                                           f"{answer['duplicates']} duplicates, "
                                           f"{len(answer['rejected'])} rejected")
+
+    def _report(self, rejection: dict, samples: list[dict]) -> None:
+        """A rejection as a warning once per device and reason (a device another node still
+        holds, or past the node's device limit, is refused in every batch until that
+        changes); later ones at debug level."""
+        index = rejection.get("index")
+        sample = samples[index] if isinstance(index, int) and 0 <= index < len(samples) else {}
+        error = str(rejection.get("error", ""))
+        key = (str(sample.get("gpu_uuid")), error.split(":", 1)[0])
+        level = logging.DEBUG if key in self._warned else logging.WARNING
+        self._warned.add(key)
+        log.log(level, "sample rejected (%s %s): %s", sample.get("gpu_uuid"), sample.get("ts"),
+                error)
 
     @staticmethod
     def _refused(error: urllib.error.HTTPError, count: int) -> Outcome:
