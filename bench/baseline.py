@@ -10,6 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from metering import owners
 from metering.models import Gpu, Node, UsageSample
 
 
@@ -45,13 +46,14 @@ class BaselineSamples(APIView):
         gpus = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=uuids)}
         for uuid in uuids - set(gpus):
             gpus[uuid], _ = Gpu.objects.get_or_create(uuid=uuid, defaults={"node": node})
+        owner_ids = owners.ids_of([s.get("owner") for s in samples])
         UsageSample.objects.bulk_create(
-            [UsageSample(gpu=gpus[s["gpu_uuid"]], ts=s["ts"], node=node,
+            [UsageSample(gpu=gpus[s["gpu_uuid"]], ts=s["ts"], owner_id=owner_id,
                          tenant=node.default_tenant, interval_s=s["interval_s"],
                          allocated=s["allocated"], fraction=s["fraction"],
                          util_pct=s.get("util_pct"), mem_used_mib=s.get("mem_used_mib"),
-                         power_w=s.get("power_w"), temp_c=s.get("temp_c"), owner=s.get("owner"))
-             for s in samples],
+                         power_w=s.get("power_w"), temp_c=s.get("temp_c"))
+             for s, owner_id in zip(samples, owner_ids, strict=True)],
             ignore_conflicts=True,
         )
         node.last_seen_at = timezone.now()

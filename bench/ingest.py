@@ -45,7 +45,6 @@ from pathlib import Path
 import django
 import orjson
 import psycopg
-from psycopg.types.json import set_json_dumps
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -64,8 +63,11 @@ BATCH = 500
 GPUS_PER_CLIENT = 50
 PORT = int(os.environ.get("BENCH_PORT", "8765"))
 DATABASE_URL = database_url("gpuloans_bench")
-BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(hours=1)
-HISTORY_DAYS = 30
+# Every phase's batches go forward in time from here, as agents send them; a 20-second phase at
+# this machine's pace reaches about 50 days on (raw COPY, the fastest), so 60 days of
+# history keep the whole run in the past, inside raw retention and in daily partitions.
+HISTORY_DAYS = 60
+BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(days=HISTORY_DAYS)
 
 
 def server_env() -> dict:
@@ -74,7 +76,7 @@ def server_env() -> dict:
         "SECRET_KEY": SECRET,
         "ALLOWED_HOSTS": "127.0.0.1", "INGEST_REQUESTS_PER_MINUTE": "0",
         "DJANGO_SETTINGS_MODULE": "bench.settings", "LOG_LEVEL": "WARNING",
-        "BEHIND_TLS_PROXY": "0", **QUIET_STATIC,
+        "BEHIND_TLS_PROXY": "0", "RAW_RETENTION_DAYS": str(HISTORY_DAYS + 5), **QUIET_STATIC,
     }
 
 
@@ -90,11 +92,12 @@ from loans.models import Tenant
 from metering.models import AttributionRule, Node
 from metering.partitions import ensure_partitions
 tenant = Tenant.objects.create(slug="bench", name="Bench")
+gpus = {GPUS_PER_CLIENT}  # each client's node reports this many GPUs: its device limit
 for c in range({clients}):
-    node = Node.objects.create(name=f"bench-{{c}}", default_tenant=tenant)
+    node = Node.objects.create(name=f"bench-{{c}}", default_tenant=tenant, max_devices=gpus)
     print(node.name, node.issue_token())
-    Node.objects.create(name=f"base-{{c}}")
-    Node.objects.create(name=f"direct-{{c}}", default_tenant=tenant)
+    Node.objects.create(name=f"base-{{c}}", max_devices=gpus)
+    Node.objects.create(name=f"direct-{{c}}", default_tenant=tenant, max_devices=gpus)
 today = date.today()
 days = {{today - timedelta(days=k) for k in range({HISTORY_DAYS + 2})}}
 ensure_partitions(days | {{today + timedelta(days=1)}})
@@ -103,12 +106,12 @@ ensure_partitions(days | {{today + timedelta(days=1)}})
 
 
 def samples(client: int, batch: int, prefix: str) -> list[dict]:
-    """Batch `batch` of a client: its 50 GPUs over ten minutes never sent before (each batch
-    earlier than the last), in time order, as agents send them."""
+    """Batch `batch` of a client: its 50 GPUs over the ten minutes after the last batch's, in
+    time order, as agents send them."""
     out = []
     steps = BATCH // GPUS_PER_CLIENT
     for step in range(steps):
-        ts = BASE - timedelta(minutes=batch * steps + steps - 1 - step)
+        ts = BASE + timedelta(minutes=batch * steps + step)
         stamp = ts.isoformat().replace("+00:00", "Z")
         for gpu in range(GPUS_PER_CLIENT):
             out.append({
@@ -150,20 +153,20 @@ def copy_loop(args: tuple) -> tuple[int, list[float], int, int]:
     """Raw COPY of the same shape of rows, one transaction per 500-row batch."""
     worker, seconds, first = args
     rows_done, latencies, batch = 0, [], first
-    columns = ("gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction",
-               "util_pct", "mem_used_mib", "power_w", "temp_c", "owner")
-    types = ["int4", "timestamptz", "int8", "int8", "int2", "bool", "float8", "float8", "int4",
-             "float8", "int2", "jsonb"]
+    columns = ("gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated", "fraction",
+               "util_pct", "mem_used_mib", "power_w", "temp_c")
+    types = ["int4", "timestamptz", "int4", "int4", "int2", "bool", "float8", "float4", "int4",
+             "float4", "int2"]
     with psycopg.connect(DATABASE_URL) as conn:
-        set_json_dumps(orjson.dumps, context=conn)  # the same JSON encoder as the product
         without_rollups(conn.execute)
         conn.commit()  # the setting stays with the session; each batch is its own transaction
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
+            # The product's seven owners are seven small ids; the tenant is the node's.
             rows = [
                 (1_000_000 + worker * 1000 + int(s["gpu_uuid"][-3:]),
-                 datetime.fromisoformat(s["ts"]), 0, None, 60, s["allocated"], 1.0,
-                 s["util_pct"], s["mem_used_mib"], 350.5, 60, s["owner"])
+                 datetime.fromisoformat(s["ts"]), None, 1 + int(s["gpu_uuid"][-3:]) % 7, 60,
+                 s["allocated"], 1.0, s["util_pct"], s["mem_used_mib"], 350.5, 60)
                 for s in samples(worker, batch, "copy")
             ]
             batch += 1
@@ -282,7 +285,14 @@ def start_server(workers: int) -> subprocess.Popen:
 
 
 def rollups_exact() -> str:
-    """Compare the bench tenant's rollups with a recount of its raw samples, in SQL."""
+    """Compare the bench tenant's rollups with a recount of its raw samples, in SQL, once the
+    stale peaks are recounted (a beat job does it every minute in production). The bench's
+    samples are minute-aligned and a minute long, so each lies in one hour and a tenant's
+    peak is its most GPUs at one timestamp: this recount needs neither the split across hours
+    nor the sweep the product makes, and checks them independently."""
+    from metering import peaks
+
+    peaks.refresh_all()
     query = """
     WITH raw AS (
         SELECT date_trunc('hour', ts, 'UTC') AS hour,
@@ -325,6 +335,7 @@ def main() -> None:
     recreate_database(DATABASE_URL)
     manage("migrate", "-v0")
     tokens = prepare(args.clients)
+    os.environ["RAW_RETENTION_DAYS"] = str(HISTORY_DAYS + 5)  # as the server's
     in_process(DATABASE_URL)
     django.setup()  # for the in-process phase, before its processes fork; no connection yet
     gc.freeze()  # so that the collector in a forked process never copies the parent's heap
@@ -358,6 +369,38 @@ def main() -> None:
           "(the same ingestion without HTTP)")
     print(f"  product / DRF:         {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
     print(f"  rollups: {rollups_exact()}")
+    print(f"  raw samples on disk, as written: {bytes_per_sample()}")
+    settle_partitions()
+    print(f"  raw samples on disk, each day settled: {bytes_per_sample()} "
+          "(target <= 120 bytes with indexes)")
+
+
+def settle_partitions() -> None:
+    """What the daily retention job does to each finished day (metering.partitions.settle)."""
+    from metering import partitions
+
+    with psycopg.connect(DATABASE_URL) as conn:
+        days = [row[0] for row in conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'metering_usagesample'::regclass AND c.relname LIKE %s",
+            ["metering_usagesample_p%"])]
+    for name in days:
+        partitions.settle(datetime.strptime(name.rsplit("_p", 1)[1], "%Y%m%d").date())
+
+
+def bytes_per_sample() -> str:
+    """The sample table's partitions, heap and indexes, over the samples they hold."""
+    query = """
+    SELECT sum(pg_total_relation_size(c.oid)), sum(pg_relation_size(c.oid)),
+           (SELECT count(*) FROM metering_usagesample)
+    FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'metering_usagesample'::regclass
+    """
+    with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+        conn.execute("VACUUM metering_usagesample")
+        total, heap, rows = conn.execute(query).fetchone()
+    return (f"{total / rows:.0f} bytes a sample ({heap / rows:.0f} heap, "
+            f"{(total - heap) / rows:.0f} indexes and maps) over {rows:,} samples")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ app.autodiscover_tasks()
 app.conf.beat_schedule = {
     "purge-old-samples": {"task": "metering.tasks.purge_old_samples",
                           "schedule": crontab(minute=17, hour=3)},
+    "refresh-peaks": {"task": "metering.tasks.refresh_peaks", "schedule": 60.0},
     "close-periods": {"task": "loans.tasks.close_periods", "schedule": crontab(minute=7)},
     "check-alerts": {"task": "loans.tasks.check_alerts", "schedule": 300.0},
     "grant-bursts": {"task": "loans.tasks.grant_bursts", "schedule": 60.0},

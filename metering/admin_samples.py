@@ -1,6 +1,8 @@
-"""A read-only, filterable list of raw usage samples for operators (newest first)."""
+"""A read-only, filterable list of raw usage samples for operators (newest first). The node a
+sample shows is its device's node now; the node filter follows which node held the device
+when (GpuTenure)."""
 
-from datetime import datetime, time
+from datetime import UTC, datetime, time
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -13,8 +15,10 @@ from django.utils.translation import gettext as _
 
 from loans.models import Tenant
 from metering.models import Node, UsageSample
+from metering.services import reported_by
 
 PAGE_SIZE = 100
+EPOCH, FAR = datetime(2000, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def _day_start(raw: str, field: str, errors: list[str]) -> datetime | None:
@@ -35,9 +39,13 @@ def _day_start(raw: str, field: str, errors: list[str]) -> datetime | None:
 def sample_list(request: HttpRequest) -> HttpResponse:
     params = request.GET
     errors: list[str] = []
-    samples = UsageSample.objects.select_related("gpu", "node", "tenant").order_by("-ts", "gpu_id")
+    samples = UsageSample.objects.select_related("gpu__node", "tenant", "owner").order_by(
+        "-ts", "gpu_id")
     if params.get("node"):
-        samples = samples.filter(node__name=params["node"])
+        node = Node.objects.filter(name=params["node"]).first()
+        # The node's devices while it held them (which node reported which hours).
+        samples = (samples.filter(reported_by(node, EPOCH, FAR)) if node is not None
+                   else samples.none())
     tenant = params.get("tenant", "")
     if tenant == "-":
         samples = samples.filter(tenant__isnull=True)

@@ -26,7 +26,7 @@ JSONB_VERSION = b"\x01"
 
 # Each fixed-width type: its struct code and its width in bytes.
 FIXED = {"bool": ("?", 1), "int2": ("h", 2), "int4": ("i", 4), "int8": ("q", 8),
-         "float8": ("d", 8), "timestamptz": ("q", 8)}
+         "float4": ("f", 4), "float8": ("d", 8), "timestamptz": ("q", 8)}
 
 
 def rows(columns: Sequence[Sequence], types: Sequence[str]) -> bytes:

@@ -1,5 +1,7 @@
-"""Storing a batch of samples: validated, GPUs registered, usage attributed, then written with
-rollups kept exact (metering.store_postgresql, metering.store_sqlite)."""
+"""Storing a batch of samples: validated, devices registered (within the node's limit, never
+another node's), usage attributed within the node's cluster, owners to their ids, then written
+with no device counted twice for one moment and rollups kept exact (metering.store_postgresql,
+metering.store_sqlite)."""
 
 import time
 from collections import Counter
@@ -10,9 +12,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 
-from metering import protocol, store_postgresql, store_sqlite, wire
+from metering import owners, protocol, store_postgresql, store_sqlite, wire
 from metering.attribution import Attributor, Rule
 from metering.models import (
+    TENURE_START,
     AttributionRule,
     DeviceRefusal,
     Gpu,
@@ -55,20 +58,19 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
         _record_refusals(node, refused, [u for u, g in zip(batch.gpu_uuid, ids, strict=True)
                                          if g is None], now)
         batch, ids = batch.keep(keep), [ids[k] for k in keep]
-    columns = [batch.index, ids, batch.ts, [node.pk] * len(ids), _tenants(batch.owner, node),
-               batch.interval_s, batch.allocated, batch.fraction, batch.util_pct,
-               batch.mem_used_mib, batch.power_w, batch.temp_c, batch.owner]  # store.COLUMNS
+    columns = [batch.index, ids, batch.ts, _tenants(batch.owner, node),
+               owners.ids_of(batch.owner), batch.interval_s, batch.allocated, batch.fraction,
+               batch.util_pct, batch.mem_used_mib, batch.power_w, batch.temp_c]  # store.COLUMNS
     if ids:
         store = store_postgresql if connection.vendor == "postgresql" else store_sqlite
-        inserted, conflicts = store.write(columns, finish=lambda: _seen(node, envelope, now))
+        inserted, refusals = store.write(columns, list(batch.gpu_uuid),
+                                         finish=lambda: _seen(node, envelope, now))
     else:
-        inserted, conflicts = 0, []
+        inserted, refusals = 0, []
         _seen(node, envelope, now)
-    rejected.extend({"index": index, "error": (
-        "conflict: a different sample is already stored for this gpu_uuid and ts")}
-        for index in conflicts)
+    rejected.extend(refusals)
     rejected.sort(key=lambda item: item["index"])
-    return Result(inserted, repeats + len(ids) - inserted - len(conflicts), rejected)
+    return Result(inserted, repeats + len(ids) - inserted - len(refusals), rejected)
 
 
 def _record_refusals(node: Node, refused: dict[str, tuple], uuids: list[str],
@@ -244,8 +246,9 @@ def _refresh(node: Node, latest: dict[str, tuple], now: datetime, clock: float,
                    for uuid, (index, model, memory) in latest.items() if uuid in new]
         Gpu.objects.bulk_create(created, ignore_conflicts=True)
         fresh = {gpu.uuid: gpu for gpu in Gpu.objects.filter(uuid__in=new)}
-        GpuTenure.objects.bulk_create(GpuTenure(gpu=gpu, node_id=gpu.node_id, since=now)
-                                      for gpu in fresh.values() if gpu.first_seen_at == now)
+        GpuTenure.objects.bulk_create(
+            GpuTenure(gpu=gpu, node_id=gpu.node_id, since=TENURE_START)
+            for gpu in fresh.values() if gpu.first_seen_at == now)
         known |= fresh
     for gpu in moving:
         _move(gpu, node, now)
@@ -259,9 +262,25 @@ def _refresh(node: Node, latest: dict[str, tuple], now: datetime, clock: float,
                 for name, value in fields.items():
                     setattr(gpu, name, value)
         _gpus[uuid] = (gpu.pk, gpu.node_id, gpu.index, gpu.model, gpu.memory_total_mib, clock)
-    Gpu.objects.filter(pk__in=seen).update(last_seen_at=now)
+    _seen_gpus(seen, now)
     _node_names[node.pk] = node.name
     return refused
+
+
+SEEN_GPUS = ("UPDATE metering_gpu SET last_seen_at = %s WHERE id IN "
+             "(SELECT id FROM metering_gpu WHERE id = ANY(%s) ORDER BY id FOR UPDATE)")
+
+
+def _seen_gpus(ids: list[int], now: datetime) -> None:
+    """Last seen, for the move window and capacity. On PostgreSQL the rows are locked in id
+    order, the order in which a batch's statement locks its devices: never a deadlock."""
+    if not ids:
+        return
+    if connection.vendor != "postgresql":
+        Gpu.objects.filter(pk__in=ids).update(last_seen_at=now)
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(SEEN_GPUS, [now, ids])
 
 
 def _past_the_limit(node: Node, arriving: list[str], latest: dict[str, tuple],
@@ -287,10 +306,12 @@ def _past_the_limit(node: Node, arriving: list[str], latest: dict[str, tuple],
 
 
 def _move(gpu: Gpu, node: Node, now: datetime) -> None:
-    """The device is this node's from now on; the node that reported it keeps its hours."""
+    """The device is this node's from the end of its last stored sample on; the node that
+    reported it keeps its hours."""
     with transaction.atomic():
-        GpuTenure.objects.filter(gpu=gpu, until__isnull=True).update(until=now)
-        GpuTenure.objects.create(gpu=gpu, node=node, since=now)
+        boundary = Gpu.objects.values_list("covered_until", flat=True).get(pk=gpu.pk) or now
+        GpuTenure.objects.filter(gpu=gpu, until__isnull=True).update(until=boundary)
+        GpuTenure.objects.create(gpu=gpu, node=node, since=boundary)
         Gpu.objects.filter(pk=gpu.pk).update(node=node)
     gpu.node_id = node.pk
 
@@ -300,5 +321,6 @@ def forget_gpus() -> None:
     _gpus.clear()
     _node_names.clear()
     _last_seen.clear()
+    owners.forget()
     forget_rules()
     forget_nodes()

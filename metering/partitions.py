@@ -92,3 +92,20 @@ def drop_before(cutoff: datetime) -> int:
 def forget() -> None:
     """Forget which partitions exist (after a test database is rebuilt)."""
     _known.clear()
+
+
+def settle(day: date) -> bool:
+    """Rebuild the indexes of a finished day's partition: samples of many agents arrive
+    interleaved and split index pages half full; rebuilt, the key index stores about 31 bytes
+    a sample instead of 50-55. Concurrently (writes go on) when no transaction is open.
+    Returns whether the partition exists."""
+    if not is_partitioned():
+        return False
+    name = partition_name(day)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_class WHERE relname = %s)", [name])
+        if not cursor.fetchone()[0]:
+            return False
+        concurrently = " (CONCURRENTLY)" if connection.get_autocommit() else ""
+        cursor.execute(f'REINDEX{concurrently} TABLE "{name}"')
+    return True

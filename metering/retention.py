@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import transaction
 
 from metering import partitions
-from metering.models import RawHorizon, TenantInstant, UsageSample
+from metering.models import RawHorizon, UsageSample
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,6 @@ def purge_raw_samples(now: datetime) -> Purged:
         deleted = 0
         if not partitions.is_partitioned():
             deleted, _ = UsageSample.objects.filter(ts__lt=cutoff).delete()
-        TenantInstant.objects.filter(ts__lt=cutoff).delete()
         # From here on the rollups of earlier hours can no longer be recounted.
         horizon = RawHorizon.objects.first()
         if horizon is None:

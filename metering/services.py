@@ -11,7 +11,9 @@ from django.utils.translation import gettext as _
 from loans.models import Tenant
 from metering.models import (
     Cluster,
+    GpuTenure,
     Node,
+    Owner,
     RawHorizon,
     Reattribution,
     UsageSample,
@@ -61,9 +63,10 @@ def reattribute(*, scope: str, value: str, start: datetime, end: datetime, tenan
         if node is None:
             raise ValidationError({"value": _("There is no node named %(name)s.")
                                    % {"name": value[:63]}})
-        samples = samples.filter(node_id=node.pk)
+        samples = samples.filter(reported_by(node, start, end))
     elif scope in OWNER_SCOPES:
-        samples = samples.filter(**{f"owner__{scope}": value})
+        samples = samples.filter(owner_id__in=Owner.objects.filter(**{scope: value})
+                                 .values("pk"))
     else:
         samples = samples.filter(tenant_id__isnull=True)
     samples = samples.exclude(tenant_id=tenant_id)
@@ -82,6 +85,16 @@ def reattribute(*, scope: str, value: str, start: datetime, end: datetime, tenan
             gpu_hours=Decimal(repr(sum(moved.values()))).quantize(Decimal("0.000001")),
             samples=count, moved_from=moved, reason=reason.strip(), author=author,
             created_at=now)
+
+
+def reported_by(node: Node, start: datetime, end: datetime) -> Q:
+    """The samples of [start, end) this node reported: its devices while it held them
+    (GpuTenure). Matches nothing if it held none."""
+    held = Q(gpu_id__in=[])
+    for tenure in GpuTenure.objects.filter(node=node, since__lt=end).exclude(until__lte=start):
+        until = min(end, tenure.until) if tenure.until else end
+        held |= Q(gpu_id=tenure.gpu_id, ts__gte=max(start, tenure.since), ts__lt=until)
+    return held
 
 
 def _check_move(scope: str, value: str, start: datetime, end: datetime, reason: str,

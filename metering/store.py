@@ -1,22 +1,106 @@
-"""What a batch looks like on its way to the sample table, and its rollup sums.
+"""What a batch looks like on its way to the sample table, and the careful check that both
+databases' writers share.
 
 A batch travels as columns, one list or tuple per name in COLUMNS: (index in the batch, gpu
-id, ts, node id, tenant id, interval_s, allocated, fraction, util_pct, mem_used_mib, power_w,
-temp_c, owner).
+id, ts, tenant id, owner id, interval_s, allocated, fraction, util_pct, mem_used_mib, power_w,
+temp_c).
+
+The careful check decides each sample against what its device already stored, in time order
+(the writers sort a batch by timestamp first):
+a sample under a stored key is a duplicate when it repeats the stored reading exactly and a
+conflict when it does not; a sample whose interval overlaps a stored sample of its device, or
+one accepted before it in the batch, is refused as an overlap (the first stored wins). The
+caller holds its devices' locks while it checks and writes.
 """
 
-from metering.usage import tally
+import bisect
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-COLUMNS = ("idx", "gpu_id", "ts", "node_id", "tenant_id", "interval_s", "allocated", "fraction",
-           "util_pct", "mem_used_mib", "power_w", "temp_c", "owner")
+COLUMNS = ("idx", "gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated",
+           "fraction", "util_pct", "mem_used_mib", "power_w", "temp_c")
 # What a resent sample must repeat exactly; anything else under a stored key is a conflict.
 READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "power_w",
-           "temp_c", "owner")
+           "temp_c", "owner_id")
+REAL = ("util_pct", "power_w")  # stored in four bytes on PostgreSQL
+SECOND = timedelta(seconds=1)
 
 
-def batch_sums(columns: list) -> tuple[dict, dict, dict]:
-    """Rollup sums of samples known to be new: per (tenant, hour), per (GPU, tenant, hour),
-    and the GPUs each tenant held at each instant (the SQLite writer turns those into peaks;
-    on PostgreSQL the database sums inserted rows itself: migration metering 0004)."""
-    _index, gpu, ts, _node, tenant, interval, allocated, fraction, util, *_rest = columns
-    return tally(zip(gpu, ts, tenant, interval, allocated, fraction, util, strict=True))
+def real(value: float | None) -> float | None:
+    """A float as four bytes keep it (how PostgreSQL stores util_pct and power_w)."""
+    return None if value is None else struct.unpack("f", struct.pack("f", value))[0]
+
+
+@dataclass
+class Intervals:
+    """One device's stored samples near a batch: starts (sorted), ends and readings."""
+
+    starts: list[datetime] = field(default_factory=list)
+    ends: list[datetime] = field(default_factory=list)
+    readings: dict[datetime, tuple] = field(default_factory=dict)
+
+    def add(self, ts: datetime, end: datetime, reading: tuple | None = None) -> None:
+        k = bisect.bisect(self.starts, ts)
+        self.starts.insert(k, ts)
+        self.ends.insert(k, end)
+        if reading is not None:
+            self.readings[ts] = reading
+
+    def overlap(self, ts: datetime, end: datetime) -> tuple[datetime, datetime] | None:
+        """A stored interval that [ts, end) overlaps, if any (they never overlap each other,
+        so the neighbours on either side are all there is to look at)."""
+        k = bisect.bisect_left(self.starts, ts)
+        for j in (k - 1, k):
+            if 0 <= j < len(self.starts) and self.starts[j] < end and ts < self.ends[j]:
+                return self.starts[j], self.ends[j]
+        return None
+
+
+@dataclass
+class Decision:
+    accepted: list[int]  # positions in the batch's columns
+    duplicates: int
+    rejected: list[dict]  # {"index", "error"}
+
+
+def check(columns: list, stored: dict[int, Intervals], names: list[str],
+          same: Callable[[tuple, tuple], bool]) -> Decision:
+    """Decide each sample of the batch (columns as COLUMNS) against `stored`, each device's
+    stored samples around the batch; `names` are the devices' uuids, for the messages;
+    `same(offered, stored)` compares two readings as the database would store them."""
+    index, gpu, ts, _tenant, owner, interval, allocated, fraction, util, memory, power, temp = (
+        columns)
+    accepted, duplicates, rejected = [], 0, []
+    for k in range(len(index)):
+        held = stored.setdefault(gpu[k], Intervals())
+        start, end = ts[k], ts[k] + interval[k] * SECOND
+        reading = (interval[k], allocated[k], fraction[k], util[k], memory[k], power[k],
+                   temp[k], owner[k])
+        if start in held.readings:
+            if same(reading, held.readings[start]):
+                duplicates += 1
+            else:
+                rejected.append({"index": index[k], "error": (
+                    "conflict: a different sample is already stored for this gpu_uuid "
+                    "and ts")})
+            continue
+        clash = held.overlap(start, end)
+        if clash is not None:
+            rejected.append({"index": index[k], "error": (
+                f"overlap: {names[k]} already has a sample from {clash[0]:%Y-%m-%dT%H:%M:%SZ} "
+                f"to {clash[1]:%Y-%m-%dT%H:%M:%SZ}; a device is counted once for each moment")})
+            continue
+        held.add(start, end)
+        accepted.append(k)
+    return Decision(accepted, duplicates, rejected)
+
+
+def around(columns: list) -> tuple[list[int], datetime, datetime]:
+    """The batch's devices and the span of stored starts that could touch it: an interval is
+    at most an hour, so a stored sample that overlaps the batch starts at most an hour before
+    its first start and before its last end."""
+    _index, gpu, ts, _t, _o, interval, *_rest = columns
+    last = max(t + i * SECOND for t, i in zip(ts, interval, strict=True))
+    return sorted(set(gpu)), min(ts) - timedelta(hours=1), last

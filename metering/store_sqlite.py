@@ -1,69 +1,78 @@
-"""Writing a batch to SQLite, the embedded database: the same rules as on PostgreSQL, row by
-row inside one transaction (SQLite has one writer at a time, so nothing can interleave)."""
+"""Writing a batch to SQLite, the embedded database: the same rules as on PostgreSQL, every
+batch the careful way (metering.store.check) inside one transaction (SQLite has one writer
+at a time, so nothing can interleave), with the rollups summed here (metering.rollups) and
+the touched tenant-hours' peaks recounted at once."""
 
-import json
 from collections.abc import Callable
 
 from django.db import connection, transaction
 
+from metering import peaks, rollups, store
+from metering.models import Gpu, UsageSample
 from metering.protocol import taken
-from metering.store import COLUMNS, READING, batch_sums
-from metering.usage import floor_hour
+from metering.store import COLUMNS, READING
+
+INSERT = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
+          f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))})")
 
 
-def write(columns: list, finish: Callable[[], None]) -> tuple[int, list[int]]:
-    """The simple path: row by row inside one transaction (SQLite has one writer at a time)."""
+def write(columns: list, names: list[str], finish: Callable[[], None]
+          ) -> tuple[int, list[dict]]:
     adapt = connection.ops.adapt_datetimefield_value
-    insert = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
-              f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))}) ON CONFLICT DO NOTHING")
-    stored = (f"SELECT {', '.join(READING)} FROM metering_usagesample "
-              "WHERE gpu_id = %s AND ts = %s")
-    inserted, conflicts = [], []  # positions in `columns`; the samples' batch indexes
+    # As on PostgreSQL: a device's samples are decided in time order.
+    keys = list(zip(columns[2], columns[1], strict=True))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    *columns, names = taken([*columns, names], order)
     with transaction.atomic(), connection.cursor() as cursor:
-        for position, row in enumerate(zip(*columns, strict=True)):
-            index, gpu_id, ts, *rest, owner = row
-            cursor.execute(insert, [gpu_id, adapt(ts), *rest, json.dumps(owner) if owner else None])
-            if cursor.rowcount == 1:
-                inserted.append(position)
-                continue
-            cursor.execute(stored, [gpu_id, adapt(ts)])
-            if _reading(cursor.fetchone()) != _reading(row[5:]):
-                conflicts.append(index)
-        _add_to_rollups(cursor, taken(columns, inserted))
+        gpus, low, high = store.around(columns)
+        stored: dict[int, store.Intervals] = {}
+        for gpu_id, ts, *reading in UsageSample.objects.filter(
+                gpu_id__in=gpus, ts__gte=low, ts__lt=high).values_list("gpu_id", "ts", *READING):
+            stored.setdefault(gpu_id, store.Intervals()).add(
+                ts, ts + reading[0] * store.SECOND, tuple(reading))
+        decision = store.check(columns, stored, names, lambda offered, kept: offered == kept)
+        new = taken(columns, decision.accepted)
+        cursor.executemany(INSERT, [[gpu, adapt(ts), *rest]
+                                    for _index, gpu, ts, *rest in zip(*new, strict=True)])
+        _cover(new)
+        touched = _add_to_rollups(cursor, new)
+        peaks.recount(touched)
         finish()
-    return len(inserted), conflicts
+    return len(decision.accepted), decision.rejected
 
 
-def _reading(values: tuple) -> tuple:
-    """A stored or offered reading in one form: SQLite gives booleans as 0/1, owners as text."""
-    *head, owner = values
-    head[1] = bool(head[1])
-    return (*head, json.loads(owner) if isinstance(owner, str) else owner)
+def _cover(columns: list) -> None:
+    """Each device's stored span grows to hold the new samples."""
+    _index, gpu, ts, _tenant, _owner, interval, *_rest = columns
+    spans: dict[int, list] = {}
+    for g, t, i in zip(gpu, ts, interval, strict=True):
+        first, last = spans.setdefault(g, [t, t + i * store.SECOND])
+        spans[g] = [min(first, t), max(last, t + i * store.SECOND)]
+    for device in Gpu.objects.filter(pk__in=list(spans)).only("covered_from", "covered_until"):
+        first, last = spans[device.pk]
+        Gpu.objects.filter(pk=device.pk).update(
+            covered_from=min(device.covered_from or first, first),
+            covered_until=max(device.covered_until or last, last))
 
 
-def _add_to_rollups(cursor, columns: list) -> None:
+def _add_to_rollups(cursor, columns: list) -> set[tuple]:
+    """Add the new samples' sums to the hours; returns the (tenant, hour)s touched."""
     adapt = connection.ops.adapt_datetimefield_value
-    by_tenant, by_gpu, instants = batch_sums(columns)
-    peaks: dict[tuple, float] = {}
-    for (tenant_id, ts), gpus in sorted(instants.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])):
-        cursor.execute(
-            "INSERT INTO metering_tenantinstant (tenant_id, ts, gpus) VALUES (%s, %s, %s) "
-            "ON CONFLICT (ts, COALESCE(tenant_id, 0)) DO UPDATE SET gpus = gpus + excluded.gpus "
-            "RETURNING gpus", [tenant_id, adapt(ts), gpus])
-        key = (tenant_id, floor_hour(ts))
-        peaks[key] = max(peaks.get(key, 0.0), cursor.fetchone()[0])
+    _index, gpu, ts, tenant, _owner, interval, allocated, fraction, util, *_rest = columns
+    by_tenant, by_gpu = rollups.tally(zip(gpu, ts, tenant, interval, allocated, fraction, util,
+                                          strict=True))
     for (tenant_id, hour), sums in by_tenant.items():
         cursor.execute(
             "INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
-            "sample_count, peak_gpus, reported_s) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+            "sample_count, peak_gpus, reported_s, peak_stale) "
+            "VALUES (%s, %s, %s, %s, %s, 0, %s, 1) "
             "ON CONFLICT (hour, COALESCE(tenant_id, 0)) DO UPDATE SET "
             "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
             "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
             "sample_count = sample_count + excluded.sample_count, "
-            "peak_gpus = max(peak_gpus, excluded.peak_gpus), "
-            "reported_s = reported_s + excluded.reported_s",
+            "reported_s = reported_s + excluded.reported_s, peak_stale = 1",
             [tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s, sums.sample_count,
-             peaks.get((tenant_id, hour), 0.0), sums.reported_s])
+             sums.reported_s])
     for (gpu_id, tenant_id, hour), sums in by_gpu.items():
         cursor.execute(
             "INSERT INTO metering_gpuhour (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
@@ -76,3 +85,4 @@ def _add_to_rollups(cursor, columns: list) -> None:
             "reported_s = reported_s + excluded.reported_s",
             [gpu_id, tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s,
              sums.sample_count, sums.peak_gpus, sums.reported_s])
+    return set(by_tenant)

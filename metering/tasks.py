@@ -1,8 +1,9 @@
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
 from django.utils import timezone
 
+from metering import partitions, peaks
 from metering.retention import purge_raw_samples
 from metering.usage import rebuild_rollups
 
@@ -13,8 +14,18 @@ def recount_rollups(start: str, end: str) -> int:
     return rebuild_rollups(datetime.fromisoformat(start), datetime.fromisoformat(end)).samples
 
 
+@shared_task
+def refresh_peaks() -> int:
+    """Recount the stale tenant-hour peaks from the raw samples (every minute, from beat)."""
+    return peaks.refresh()
+
+
 @shared_task(autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
 def purge_old_samples() -> str:
-    """Drop raw samples past the retention window (daily, from beat)."""
-    purged = purge_raw_samples(timezone.now())
-    return f"cutoff {purged.cutoff:%Y-%m-%d %H:%M}, {purged.partitions_dropped} partitions"
+    """Drop raw samples past the retention window, and settle yesterday's partition (daily,
+    from beat)."""
+    now = timezone.now()
+    purged = purge_raw_samples(now)
+    settled = partitions.settle((now - timedelta(days=1)).astimezone(UTC).date())
+    return (f"cutoff {purged.cutoff:%Y-%m-%d %H:%M}, {purged.partitions_dropped} partitions, "
+            f"yesterday's {'settled' if settled else 'absent'}")

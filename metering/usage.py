@@ -3,19 +3,19 @@
 loans calls these functions and nothing else of metering's tables.
 """
 
-from collections import defaultdict
-from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import psycopg
 from django.db import connection, models, transaction
-from django.db.models import Case, IntegerField, Sum, Value, When
+from django.db.models import Case, FloatField, IntegerField, Sum, Value, When
 from django.db.models.expressions import RawSQL
-from django.db.models.functions import TruncDate
+from django.db.models.functions import Cast, TruncDate
 
-from metering.models import GpuHour, RawHorizon, TenantHour, TenantInstant, UsageSample
+from metering import rollups
+from metering.models import GpuHour, RawHorizon, TenantHour, UsageSample
+from metering.rollups import floor_hour
 
 HOUR = timedelta(hours=1)
 
@@ -25,10 +25,6 @@ class Totals:
     allocated_gpu_hours: float
     busy_gpu_hours: float
     sample_count: int
-
-
-def floor_hour(ts: datetime) -> datetime:
-    return ts.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def tenant_totals(tenant_id: int | None, start: datetime, end: datetime) -> Totals:
@@ -122,64 +118,12 @@ def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[
     return hours
 
 
-@dataclass(slots=True)
-class _Sums:
-    allocated_gpu_s: float = 0.0
-    busy_gpu_s: float = 0.0
-    sample_count: int = 0
-    peak_gpus: float = 0.0
-    reported_s: float = 0.0
-
-
-Sample = tuple[int, datetime, int | None, int, bool, float, float | None]
-
-
-def tally(samples: Iterable[Sample]) -> tuple[dict, dict, dict]:
-    """Sums of raw samples `(gpu_id, ts, tenant_id, interval_s, allocated, fraction, util)`:
-    per (tenant, hour) and per (GPU, tenant, hour), and the GPUs each tenant held at each
-    instant. Tenant peaks are left at 0: they depend on instants other batches may share.
-
-    SQLite's ingestion path runs this on every batch (on PostgreSQL the database makes the same
-    sums: migration metering 0004): each sample is added once, to its GPU's hour, and the
-    tenants' hours are the sums of their GPUs' hours."""
-    by_gpu: dict = {}
-    at_instant: dict = defaultdict(float)
-    hours: dict[datetime, datetime] = {}  # a batch has few distinct timestamps
-    for gpu_id, ts, tenant_id, interval_s, allocated, fraction, util in samples:
-        hour = hours.get(ts)
-        if hour is None:
-            hour = hours[ts] = floor_hour(ts)
-        sums = by_gpu.get((gpu_id, tenant_id, hour))
-        if sums is None:
-            sums = by_gpu[(gpu_id, tenant_id, hour)] = _Sums()
-        sums.sample_count += 1
-        sums.reported_s += interval_s
-        if allocated:
-            allocated_s = interval_s * fraction
-            sums.allocated_gpu_s += allocated_s
-            if util:
-                sums.busy_gpu_s += allocated_s * util / 100
-            if fraction > sums.peak_gpus:
-                sums.peak_gpus = fraction
-            at_instant[(tenant_id, ts)] += fraction
-    by_tenant: dict = defaultdict(_Sums)
-    for (_gpu_id, tenant_id, hour), sums in by_gpu.items():
-        total = by_tenant[(tenant_id, hour)]
-        total.allocated_gpu_s += sums.allocated_gpu_s
-        total.busy_gpu_s += sums.busy_gpu_s
-        total.sample_count += sums.sample_count
-        total.reported_s += sums.reported_s
-    return by_tenant, by_gpu, at_instant
-
-
-def recount(samples: Iterable[Sample]) -> tuple[dict, dict]:
-    """Complete rollups of raw samples; a tenant's peak is the largest sum of allocated
-    fractions at one sample timestamp in the hour."""
-    by_tenant, by_gpu, at_instant = tally(samples)
-    for (tenant_id, ts), gpus in at_instant.items():
-        sums = by_tenant[(tenant_id, floor_hour(ts))]
-        sums.peak_gpus = max(sums.peak_gpus, gpus)
-    return by_tenant, by_gpu
+def sample_values(samples: models.QuerySet) -> models.QuerySet:
+    """Samples as metering.rollups counts them: (gpu_id, ts, tenant_id, interval_s, allocated,
+    fraction, util_pct). util_pct is read as double precision: a four-byte value read as such
+    comes back as its shortest decimal, not the value the database multiplies with."""
+    return samples.annotate(util=Cast("util_pct", FloatField())).values_list(
+        "gpu_id", "ts", "tenant_id", "interval_s", "allocated", "fraction", "util")
 
 
 def ceil_hour(ts: datetime) -> datetime:
@@ -198,57 +142,54 @@ def rebuild_rollups(start: datetime, end: datetime) -> Recount:
 
     Rollups are kept forever, raw samples only for the retention window: hours before the raw
     horizon (metering.models.RawHorizon) are left as they are, never recounted from the little
-    that is left of them. For backfills, re-attribution and the demo; ingestion keeps rollups
-    current as samples arrive.
+    that is left of them, and so is the first hour after it (a sample that began before the
+    horizon may reach into it). For backfills, re-attribution and the demo; ingestion keeps
+    rollups current as samples arrive.
     """
     # Whole hours only: a rollup half recounted would be wrong.
     start, end = floor_hour(start), ceil_hour(end)
     kept = None
     horizon = RawHorizon.complete_from()
-    if horizon is not None and start < ceil_hour(horizon):
-        kept = (start, min(ceil_hour(horizon), end))
+    if horizon is not None and start < ceil_hour(horizon) + HOUR:
+        kept = (start, min(ceil_hour(horizon) + HOUR, end))
         start = kept[1]
     if start >= end:
         return Recount(0, kept)
-    samples = UsageSample.objects.filter(ts__gte=start, ts__lt=end).values_list(
-        "gpu_id", "ts", "tenant_id", "interval_s", "allocated", "fraction", "util_pct"
-    )
+    # Samples that began in the hour before may reach into the first one.
+    samples = sample_values(UsageSample.objects.filter(ts__gte=start - HOUR, ts__lt=end))
     rows = list(samples.iterator(chunk_size=20_000))
-    by_tenant, by_gpu, at_instant = tally(rows)
-    for (tenant_id, ts), gpus in at_instant.items():
-        sums = by_tenant[(tenant_id, floor_hour(ts))]
-        sums.peak_gpus = max(sums.peak_gpus, gpus)
-    sums = tuple(field.name for field in fields(_Sums))
+    by_tenant, by_gpu = rollups.recount(rows)
+    sums = tuple(field.name for field in fields(rollups.Sums))
     hour_of = connection.ops.adapt_datetimefield_value
     with transaction.atomic():
         TenantHour.objects.filter(hour__gte=start, hour__lt=end).delete()
         GpuHour.objects.filter(hour__gte=start, hour__lt=end).delete()
-        TenantInstant.objects.filter(ts__gte=start, ts__lt=end).delete()
         insert_rows(
             TenantHour, ("tenant_id", "hour", *sums),
-            [(t, hour_of(h), *astuple(s)) for (t, h), s in by_tenant.items()],
+            [(t, hour_of(h), *astuple(s)) for (t, h), s in by_tenant.items() if start <= h],
         )
         insert_rows(
             GpuHour, ("gpu_id", "tenant_id", "hour", *sums),
-            [(g, t, hour_of(h), *astuple(s)) for (g, t, h), s in by_gpu.items()],
+            [(g, t, hour_of(h), *astuple(s)) for (g, t, h), s in by_gpu.items() if start <= h],
         )
-        insert_rows(TenantInstant, ("tenant_id", "ts", "gpus"),
-                    [(t, hour_of(ts), gpus) for (t, ts), gpus in at_instant.items()])
-    return Recount(len(rows), kept)
+    return Recount(sum(1 for row in rows if row[1] >= start), kept)
 
 
 ROWS_PER_INSERT = 5000
 
 
 def insert_rows(
-    model: type[models.Model], columns: tuple[str, ...], rows: list[tuple], *, skip_existing=False
+    model: type[models.Model], columns: tuple[str, ...], rows: list[tuple], *, skip_existing=False,
+    checked: bool = False,
 ) -> None:
     """Plain SQL for bulk writes: bulk_create spends most of its time compiling SQL.
 
     Values must already be in database form (datetimes through adapt_datetimefield_value). On
     PostgreSQL, ROWS_PER_INSERT rows go in each statement, a column as an array: fewer round
-    trips, and the sample table's rollup trigger (migration metering 0004) runs once per
-    statement, not once per row.
+    trips, and the sample table's rollup trigger (migration metering 0009) runs once per
+    statement, not once per row. `checked` (inside the caller's transaction) tells that
+    trigger the samples overlap nothing stored, so it skips its own check: for a writer that
+    knows it (the demo's hourly history).
     """
     if not rows:
         return
@@ -267,9 +208,13 @@ def insert_rows(
     # Parameters bound by the server (Django's cursor would quote each value in Python), with
     # Django's error translation kept.
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as raw:
+        if checked:  # for these statements only (a SET LOCAL lasts to the transaction's end)
+            raw.execute("SET LOCAL metering.checked = 'on'")
         for start in range(0, len(rows), ROWS_PER_INSERT):
             chunk = rows[start:start + ROWS_PER_INSERT]
             raw.execute(sql, [list(column) for column in zip(*chunk, strict=True)])
+        if checked:
+            raw.execute("SET LOCAL metering.checked = 'off'")
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,7 @@ def _fleet(contract, other_tenant):
     AttributionRule.objects.create(tenant=other_tenant, field="namespace", value="speech")
     now = floor_hour(timezone.now())
     for hour in range(10):
-        UsageSample.objects.create(gpu=gpu, ts=now - timedelta(hours=hour), node=node,
+        UsageSample.objects.create(gpu=gpu, ts=now - timedelta(hours=hour),
                                    tenant=contract.tenant, interval_s=3600, allocated=True,
                                    util_pct=40.0)
     rebuild_rollups(now - timedelta(hours=10), now + timedelta(hours=1))

@@ -30,7 +30,7 @@ def test_a_job_sent_through_redis_runs_on_a_worker_against_the_database(transact
     node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
     gpu = Gpu.objects.create(uuid="GPU-1", node=node, index=0)
     for minute in range(30):
-        UsageSample.objects.create(gpu=gpu, ts=T0 + timedelta(minutes=minute), node=node,
+        UsageSample.objects.create(gpu=gpu, ts=T0 + timedelta(minutes=minute),
                                    tenant=tenant, interval_s=60, allocated=True, util_pct=50.0)
     queue = f"gpuloans-test-{uuid.uuid4().hex}"
     env = {**os.environ, "CELERY_BROKER_URL": REDIS_URL, "CELERY_RESULT_BACKEND": REDIS_URL,
@@ -69,7 +69,7 @@ def test_the_embedded_broker_carries_a_job_between_processes_with_no_server(tmp_
     shell(
         "from metering.models import *; from datetime import datetime, UTC; "
         "node = Node.objects.create(name='n1'); gpu = Gpu.objects.create(uuid='G', node=node); "
-        "UsageSample.objects.create(gpu=gpu, node=node, ts=datetime(2026, 11, 29, 10, tzinfo=UTC),"
+        "UsageSample.objects.create(gpu=gpu, ts=datetime(2026, 11, 29, 10, tzinfo=UTC),"
         " interval_s=60, allocated=True); "
         "from metering.tasks import recount_rollups; "
         "recount_rollups.delay('2026-11-29T10:00:00+00:00', '2026-11-29T11:00:00+00:00')"

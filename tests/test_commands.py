@@ -150,7 +150,7 @@ def test_seeding_again_keeps_the_hours_live_agents_reported(db):
     gpu = Gpu.objects.order_by("pk").first()
     hour = floor_hour(timezone.now()) - timedelta(hours=5)
     UsageSample.objects.filter(gpu=gpu, ts=hour).delete()
-    UsageSample.objects.create(gpu=gpu, node=gpu.node, ts=hour + timedelta(minutes=7),
+    UsageSample.objects.create(gpu=gpu, ts=hour + timedelta(minutes=7),
                                interval_s=60, allocated=True)
     run("seed_demo", "--days", "2")
     assert not UsageSample.objects.filter(gpu=gpu, ts=hour).exists()

@@ -32,7 +32,7 @@ def metered(tenant):
     moment = start
     while moment < end:
         for gpu in gpus:
-            UsageSample.objects.create(gpu=gpu, ts=moment, node=node, tenant=tenant,
+            UsageSample.objects.create(gpu=gpu, ts=moment, tenant=tenant,
                                        interval_s=60, allocated=True, util_pct=50.0)
         moment += timedelta(minutes=1)
     rebuild_rollups(start, end)

@@ -3,7 +3,7 @@ instance counting as its GPU), never a device another node still reports; a devi
 a new node once its old one has been silent about it for the move window, and which node
 reported it when is kept. Refusals reach operators as alerts."""
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
@@ -13,6 +13,7 @@ from loans.alerting import evaluate_alerts
 from loans.models import Alert
 from metering.ingest import forget_gpus
 from metering.models import (
+    TENURE_START,
     AttributionRule,
     Cluster,
     DeviceRefusal,
@@ -22,8 +23,9 @@ from metering.models import (
     TenantHour,
     UsageSample,
 )
+from metering.services import reported_by
 from tests.loans.test_api import api, bearer
-from tests.metering.test_ingest_api import post, sample
+from tests.metering.test_ingest_api import minute, post, sample
 
 
 @pytest.fixture
@@ -64,8 +66,9 @@ def test_a_gpu_moves_once_its_old_node_has_been_silent_for_the_move_window(
     assert tenures[0][0] == "gpu-node-02" and tenures[0][1] is not None
     assert tenures[1] == ("gpu-node-01", None)
     # The hours the old node reported stay its own.
-    assert list(UsageSample.objects.filter(gpu=gpu).order_by("ts").values_list(
-        "node__name", flat=True)) == ["gpu-node-02", "gpu-node-01"]
+    far = timezone.now() + timedelta(days=1)
+    assert [UsageSample.objects.filter(reported_by(n, TENURE_START, far)).count()
+            for n in (_node, node)] == [1, 1]
 
 
 def test_a_node_reports_at_most_its_device_limit_and_mig_instances_count_as_their_gpu(
@@ -135,3 +138,78 @@ def test_operators_manage_clusters_and_put_nodes_and_rules_in_them(client, opera
     refused = api(client, "patch", "/api/v1/tenants/vision/", headers, {"attribution_rules": [
         {"field": "node", "value": "prod-01", "cluster": "prod"}]})
     assert refused.status_code == 400 and "names no cluster" in str(refused.json())
+
+
+def test_an_overlap_after_a_retry_in_the_same_transaction_is_still_refused(client, token):
+    """The careful way tells the database its samples are checked; that must not outlive its
+    own statement when a caller's transaction goes on (a test's, or any caller's)."""
+    assert post(client, token, [sample(0, 0)]).json()["accepted"] == 1
+    retry = post(client, token, [sample(0, 0), sample(0, 1)]).json()  # the careful way
+    assert (retry["accepted"], retry["duplicates"]) == (1, 1)
+    overlapping = sample(0, 1, ts=(minute(1) + timedelta(seconds=30)).isoformat())
+    answer = post(client, token, [overlapping]).json()
+    assert answer["accepted"] == 0 and answer["rejected"][0]["error"].startswith("overlap:")
+
+
+def test_samples_overlapping_in_time_are_refused_whatever_their_timestamps(client, token,
+                                                                          tenant):
+    """Samples at 10:00:00, 10:00:30 and 10:59, each 3600 s long, used to count 3 GPU-h in
+    one hour: the first is kept and the two that overlap it are refused."""
+    hour = minute(0).replace(minute=0) - timedelta(hours=2)
+    batch = [sample(0, 0, ts=(hour + timedelta(seconds=offset)).isoformat(), interval_s=3600)
+             for offset in (0, 30, 59 * 60)]
+    answer = post(client, token, batch).json()
+    assert answer["accepted"] == 1
+    assert [r["index"] for r in answer["rejected"]] == [1, 2]
+    assert sum(TenantHour.objects.filter(tenant=tenant).values_list("allocated_gpu_s",
+                                                                  flat=True)) == 3600
+
+
+def test_a_sample_counts_in_the_hours_it_covers_in_proportion(client, token, tenant):
+    """A 3600 s sample at 23:30 is half in that hour and half in the next (across a day and
+    a month boundary too)."""
+    start = datetime(2026, 11, 30, 23, 30, tzinfo=UTC)
+    with time_machine.travel(start + timedelta(hours=2), tick=False):
+        post(client, token, [sample(0, 0, ts=start.isoformat(), interval_s=3600)])
+    hours = dict(TenantHour.objects.filter(tenant=tenant).values_list("hour", "allocated_gpu_s"))
+    assert hours == {datetime(2026, 11, 30, 23, tzinfo=UTC): 1800.0,
+                     datetime(2026, 12, 1, 0, tzinfo=UTC): 1800.0}
+    counts = dict(TenantHour.objects.filter(tenant=tenant).values_list("hour", "sample_count"))
+    assert counts[datetime(2026, 11, 30, 23, tzinfo=UTC)] == 1  # counted where it starts
+
+
+def test_a_peak_counts_gpus_held_at_the_same_moment_whatever_the_clocks(client, tenant):
+    """Two 4-GPU nodes whose clocks differ by 7 s hold 8 GPUs at once, not 4."""
+    from metering import peaks
+
+    AttributionRule.objects.create(tenant=tenant, field="namespace", value="vision")
+    first, second = (Node.objects.create(name=f"node-{k}") for k in (1, 2))
+    base = minute(0)
+    for node, skew in ((first, 0), (second, 7)):
+        batch = [sample(g, 0, gpu_uuid=f"GPU-{node.name}-{g}",
+                        ts=(base + timedelta(seconds=skew)).isoformat())
+                 for g in range(4)]
+        assert post(client, node.issue_token(), batch, node=node.name).json()["accepted"] == 4
+    peaks.refresh_all()
+    assert TenantHour.objects.get(tenant=tenant, hour=base.replace(minute=0)).peak_gpus == 8
+
+
+def test_five_thousand_hostile_samples_bill_one_hour_and_no_other_cluster(client, tenant,
+                                                                         other_tenant):
+    """A stolen token of a lab node sending 5,000 samples a second apart, each claiming an
+    hour and the namespace of a prod team, twice, used to put 10,000 GPU-h on that team's bill.
+    Now the samples that overlap are refused, so the device counts its wall clock (the samples
+    at 0 s and 3,600 s: two hours), a resend counts nothing, and none of it is the prod team's
+    (a rule of the prod cluster does not hold for a lab node)."""
+    prod, lab = Cluster.objects.create(name="prod"), Cluster.objects.create(name="lab")
+    AttributionRule.objects.create(tenant=tenant, cluster=prod, field="namespace", value="vision")
+    node = Node.objects.create(name="lab-01", cluster=lab)
+    token = node.issue_token()
+    start = minute(0) - timedelta(hours=2)
+    batch = [sample(0, 0, ts=(start + timedelta(seconds=k)).isoformat(), interval_s=3600)
+             for k in range(5000)]
+    first, again = (post(client, token, batch, node="lab-01").json() for _ in range(2))
+    assert first["accepted"] == 2 and len(first["rejected"]) == 4998
+    assert again["accepted"] == 0 and again["duplicates"] == 2
+    assert not TenantHour.objects.filter(tenant=tenant).exists()
+    assert sum(TenantHour.objects.values_list("allocated_gpu_s", flat=True)) == 7200

@@ -1,4 +1,4 @@
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -6,7 +6,8 @@ from django.db import IntegrityError, connection, transaction
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.partitions import ensure_partitions, partition_name
 from metering.retention import purge_raw_samples
-from metering.usage import floor_hour, rebuild_rollups, recount, tenant_hours, tenant_totals
+from metering.rollups import recount
+from metering.usage import floor_hour, rebuild_rollups, tenant_hours, tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount
 
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
@@ -19,7 +20,7 @@ def gpus(tenant):
 
 
 def add(gpu, ts, tenant=None, *, allocated=True, fraction=1.0, util=50.0, interval=60):
-    UsageSample.objects.create(gpu=gpu, ts=ts, node=gpu.node, tenant=tenant,
+    UsageSample.objects.create(gpu=gpu, ts=ts, tenant=tenant,
                                interval_s=interval, allocated=allocated, fraction=fraction,
                                util_pct=util)
 
@@ -140,11 +141,24 @@ def test_on_postgresql_the_database_adds_every_inserted_sample_to_the_rollups(te
     assert (hour.allocated_gpu_s, hour.busy_gpu_s, hour.peak_gpus) == (90.0, 12.0, 1.5)
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO metering_usagesample (gpu_id, ts, node_id, tenant_id, interval_s,"
-            " allocated, fraction) VALUES (%s, %s, %s, %s, 60, true, 1.0), (%s, %s, %s, %s, 60,"
+            "INSERT INTO metering_usagesample (gpu_id, ts, tenant_id, interval_s,"
+            " allocated, fraction) VALUES (%s, %s, %s, 60, true, 1.0), (%s, %s, %s, 60,"
             " true, 1.0) ON CONFLICT DO NOTHING",
-            [gpus[0].pk, T0, gpus[0].node_id, tenant.pk,  # stored already: skipped
-             gpus[0].pk, T0 + timedelta(hours=1), gpus[0].node_id, tenant.pk])
+            [gpus[0].pk, T0, tenant.pk,  # stored already: skipped
+             gpus[0].pk, T0 + timedelta(hours=1), tenant.pk])
     assert_rollups_equal_a_recount()
     assert TenantHour.objects.get(tenant=tenant, hour=T0).sample_count == 2
     assert GpuHour.objects.get(gpu=gpus[0], hour=T0 + timedelta(hours=1)).allocated_gpu_s == 60
+
+
+@pytest.mark.postgresql
+def test_settling_a_finished_day_rebuilds_its_indexes_and_keeps_every_sample(tenant, gpus):
+    from metering import partitions
+
+    partitions.ensure_partitions({T0.date()})
+    for minute in range(60):
+        add(gpus[minute % 3], T0 + timedelta(minutes=minute), tenant)
+    before = sorted(UsageSample.objects.values_list("gpu_id", "ts"))
+    assert partitions.settle(T0.date())
+    assert sorted(UsageSample.objects.values_list("gpu_id", "ts")) == before
+    assert not partitions.settle(date(1999, 1, 1))  # no such partition

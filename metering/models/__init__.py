@@ -1,0 +1,43 @@
+"""Nodes, devices, raw usage samples, hourly rollups and attribution rules.
+
+metering knows a tenant only as a foreign key.
+"""
+
+from metering.models.attribution import OWNER_FIELDS, AttributionRule, Reattribution
+from metering.models.devices import (
+    TENURE_START,
+    DeviceRefusal,
+    Gpu,
+    GpuTenure,
+    parent_of,
+    share_of,
+)
+from metering.models.nodes import (
+    DEFAULT_CLUSTER,
+    TOKEN_PREFIX,
+    Cluster,
+    Node,
+    NodeQuerySet,
+    default_cluster,
+    hash_token,
+    node_name_validator,
+)
+from metering.models.samples import (
+    NO_TENANT,
+    OWNER_KEYS,
+    GpuHour,
+    HourlyRollup,
+    Owner,
+    RawHorizon,
+    RealField,
+    TenantHour,
+    UsageSample,
+)
+
+__all__ = [
+    "DEFAULT_CLUSTER", "NO_TENANT", "OWNER_FIELDS", "OWNER_KEYS", "TENURE_START", "TOKEN_PREFIX",
+    "AttributionRule", "Cluster", "DeviceRefusal", "Gpu", "GpuHour", "GpuTenure", "HourlyRollup",
+    "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "TenantHour",
+    "UsageSample", "default_cluster", "hash_token", "node_name_validator", "parent_of",
+    "share_of",
+]

@@ -1,0 +1,130 @@
+"""Devices: a physical GPU, MIG instance or time-sliced replica; which node reported it
+when (tenures); devices a node was refused."""
+
+from datetime import UTC, datetime
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+from metering.models.nodes import Node
+
+
+def parent_of(uuid: str, index: int | None) -> str:
+    """The physical GPU a device is part of: a MIG instance's GPU (by its index on the node),
+    a time-sliced replica's GPU (`<uuid>::<n>`), else the device itself. A node's device limit
+    counts these."""
+    if uuid.startswith("MIG-") and index is not None:
+        return f"index:{index}"
+    return uuid.split("::", 1)[0]
+
+
+def share_of(uuid: str, fraction: float | None) -> float:
+    """How much of its physical GPU a device is, for capacity: a MIG instance or a replica its
+    fraction, a whole GPU 1 (even when a sample holds only a fraction of it)."""
+    if (uuid.startswith("MIG-") or "::" in uuid) and fraction:
+        return min(1.0, fraction)
+    return 1.0
+
+
+class Gpu(models.Model):
+    """A physical GPU, MIG instance or time-sliced replica (a device), registered the first
+    time a sample names it. A device belongs to one node at a time (GpuTenure keeps which node
+    reported it when)."""
+
+    id = models.AutoField(primary_key=True)
+    uuid = models.CharField(_("UUID"), max_length=96, unique=True)
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="gpus")
+    parent = models.CharField(
+        _("physical GPU"), max_length=96, blank=True,
+        help_text=_("The GPU a MIG instance or replica is part of; the device itself else."))
+    share = models.FloatField(
+        _("share of its GPU"), default=1.0,
+        help_text=_("For capacity: a MIG instance's or replica's fraction, else 1."))
+    index = models.PositiveSmallIntegerField(_("index"), null=True, blank=True)
+    model = models.CharField(_("model"), max_length=128, blank=True)
+    memory_total_mib = models.PositiveIntegerField(_("memory (MiB)"), null=True, blank=True)
+    first_seen_at = models.DateTimeField(_("first seen"), default=timezone.now)
+    last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True)
+    # The span the device's stored samples cover, first start to last end: a batch wholly
+    # before or after it cannot overlap a stored sample (the cheap check on the hot path;
+    # anything else is checked sample by sample). Kept by the ingestion path.
+    covered_from = models.DateTimeField(null=True, blank=True, editable=False)
+    covered_until = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["node__name", "index", "uuid"]
+        verbose_name = _("GPU")
+        verbose_name_plural = _("GPUs")
+
+    def __str__(self) -> str:
+        return f"{self.node.name}/{self.index if self.index is not None else '?'} {self.uuid}"
+
+    def save(self, *args, **kwargs) -> None:
+        """A device saved for the first time is its node's from when it was first seen."""
+        adding = self._state.adding
+        if not self.parent:
+            self.parent = parent_of(self.uuid, self.index)
+        super().save(*args, **kwargs)
+        if adding:
+            GpuTenure.objects.create(gpu=self, node_id=self.node_id, since=TENURE_START)
+
+
+# A device's first tenure covers every sample before it moves (late ones included).
+TENURE_START = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class GpuTenure(models.Model):
+    """Which node reported a device's samples, by sample time: from `since` until `until`
+    (None: still). A move starts a new tenure where the old node's last stored sample of the
+    device ends. Kept for good."""
+
+    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="tenures")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="tenures")
+    since = models.DateTimeField(_("since"))
+    until = models.DateTimeField(_("until"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["gpu", "since"]
+        verbose_name = _("device tenure")
+        verbose_name_plural = _("device tenures")
+        constraints = [
+            models.UniqueConstraint(fields=["gpu"], condition=Q(until__isnull=True),
+                                    name="tenure_one_node_at_a_time"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu.uuid} on {self.node} from {self.since:%Y-%m-%d %H:%M}"
+
+
+class DeviceRefusal(models.Model):
+    """A device a node reported whose samples the meter refused: past the node's device limit,
+    or still held by another node (it moves once that node has been silent about it for the
+    move window). One row per node, device and reason, with when it was first and last seen;
+    the alert job tells operators of the recent ones."""
+
+    class Reason(models.TextChoices):
+        DEVICE_LIMIT = "device_limit", _("past the node's device limit")
+        OTHER_NODE = "other_node", _("still reported by another node")
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="refusals")
+    gpu_uuid = models.CharField(_("device"), max_length=96)
+    reason = models.CharField(_("reason"), max_length=12, choices=Reason.choices)
+    holder = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True,
+                               related_name="+", verbose_name=_("held by"))
+    first_at = models.DateTimeField(_("first refused"))
+    last_at = models.DateTimeField(_("last refused"))
+    samples = models.PositiveBigIntegerField(_("samples refused"), default=0)
+
+    class Meta:
+        ordering = ["-last_at"]
+        verbose_name = _("refused device")
+        verbose_name_plural = _("refused devices")
+        constraints = [
+            models.UniqueConstraint(fields=["node", "gpu_uuid", "reason"],
+                                    name="refusal_once_per_node_device_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node}: {self.gpu_uuid} ({self.get_reason_display()})"

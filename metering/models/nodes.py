@@ -1,0 +1,141 @@
+"""Clusters, nodes and their agent tokens."""
+
+import hashlib
+import hmac
+import secrets
+
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+TOKEN_PREFIX = "gpln_"
+
+node_name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
+    _("Use 1-63 letters, digits, dots, hyphens and underscores, starting with a letter or digit."),
+)
+
+
+def hash_token(token: str) -> str:
+    """Node tokens are 256-bit random strings, so one SHA-256 is as strong as a slow KDF here."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+DEFAULT_CLUSTER = "default"
+
+
+class Cluster(models.Model):
+    """A set of nodes under one scheduler (a Kubernetes cluster, a Slurm cluster or a plain
+    group). Owner values (namespaces, accounts, users, jobs) mean something only inside their
+    cluster: an attribution rule on one holds for samples of that cluster's nodes only."""
+
+    class Kind(models.TextChoices):
+        KUBERNETES = "kubernetes", _("Kubernetes")
+        SLURM = "slurm", _("Slurm")
+        PLAIN = "plain", _("plain group")
+
+    name = models.CharField(_("name"), max_length=63, unique=True,
+                            validators=[node_name_validator])
+    kind = models.CharField(_("scheduler"), max_length=12, choices=Kind.choices,
+                            default=Kind.PLAIN)
+    description = models.TextField(_("description"), blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["kubernetes", "slurm", "plain"]),
+                                   name="cluster_kind_known"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def default_cluster() -> int:
+    """The cluster a node joins when none is named (every node belongs to one)."""
+    return Cluster.objects.get_or_create(name=DEFAULT_CLUSTER)[0].pk
+
+
+class NodeQuerySet(models.QuerySet):
+    def by_token(self, token: str) -> "Node | None":
+        """The node holding this token, or None (unknown or revoked)."""
+        if not token.startswith(TOKEN_PREFIX):
+            return None
+        digest = hash_token(token)
+        node = self.filter(token_hash=digest).first()
+        # The lookup is by hash, so timing reveals nothing about the secret; compare anyway, in
+        # constant time, so a collation quirk in the database can never let a near-miss through.
+        if node is None or not hmac.compare_digest(node.token_hash, digest):
+            return None
+        return node
+
+
+class Node(models.Model):
+    """A GPU server running the agent; authenticates with its own token."""
+
+    name = models.CharField(
+        _("name"), max_length=63, unique=True, validators=[node_name_validator]
+    )
+    cluster = models.ForeignKey(
+        Cluster, on_delete=models.PROTECT, related_name="nodes", default=default_cluster,
+        verbose_name=_("cluster"),
+        help_text=_("Owner rules (namespace, account, user, job) match only within it."))
+    max_devices = models.PositiveSmallIntegerField(
+        _("max devices"), default=16,
+        help_text=_("How many GPUs this node's token may report (MIG instances count as their "
+                    "GPU); devices past it are refused and operators alerted."))
+    default_tenant = models.ForeignKey(
+        "loans.Tenant", on_delete=models.SET_NULL, null=True, blank=True,
+        related_name="default_nodes", verbose_name=_("default tenant"),
+        help_text=_("Usage no attribution rule claims goes to this tenant."),
+    )
+    # NULL, not "", so that any number of nodes without a token pass the unique index.
+    token_hash = models.CharField(  # noqa: DJ001
+        max_length=64, unique=True, null=True, editable=False
+    )
+    token_prefix = models.CharField(_("token"), max_length=16, blank=True, editable=False)
+    token_issued_at = models.DateTimeField(_("token issued"), null=True, editable=False)
+    last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True, editable=False)
+    agent_version = models.CharField(_("agent version"), max_length=64, blank=True, editable=False)
+    dropped_samples = models.PositiveBigIntegerField(
+        _("samples dropped by the agent"), default=0, editable=False,
+        help_text=_("Reported by the agent when its spool overflowed: usage that never arrived."),
+    )
+    # The agent reports a running total since it started; keeping the last one makes a resent
+    # batch add nothing and an agent restart (total back near 0) start a new run.
+    dropped_samples_reported = models.PositiveBigIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    objects = NodeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("node")
+        verbose_name_plural = _("nodes")
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def has_token(self) -> bool:
+        return self.token_hash is not None
+
+    def issue_token(self) -> str:
+        """Replace any token with a new one; returns it in clear, the only time it exists so."""
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        self.token_hash = hash_token(token)
+        self.token_prefix = token[: len(TOKEN_PREFIX) + 6]
+        self.token_issued_at = timezone.now()
+        self.save(update_fields=["token_hash", "token_prefix", "token_issued_at"])
+        return token
+
+    def revoke_token(self) -> None:
+        self.token_hash = None
+        self.token_prefix = ""
+        self.token_issued_at = None
+        self.save(update_fields=["token_hash", "token_prefix", "token_issued_at"])
