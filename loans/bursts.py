@@ -1,11 +1,15 @@
-"""Burst requests, the GPU pool they draw on, and the queue.
+"""Burst requests, the GPU pools they draw on, and the queue.
 
-The pool of a GPU model is its physical GPUs less the base quotas guaranteed to every active
-contract on that model, less the bursts already granted at the same time. A request is granted
-at once when the contract's base plus its bursts stay within its max quota and the pool has
-room for the whole window; otherwise it queues, served by priority then first come, and the
-queue job grants it as soon as it fits. Every decision on one pool happens under one lock, so
-two requests racing for the last GPUs cannot both win.
+A pool is the devices of one GPU model that reported within the capacity window
+(CAPACITY_WINDOW_HOURS), a MIG instance or time-sliced replica as its share of a GPU. Its room
+at a moment is its GPUs less the base quotas guaranteed then to the active contracts of that
+model, less the bursts granted on it then. A request is granted at once when the contract's base
+plus its bursts stay within its max quota, the pool has room for the whole window, and the fleet
+keeps room for the guarantees of contracts of any model; otherwise it queues, served by priority
+(lower first, as for attribution rules) then first come, and the queue job grants it as soon as
+it fits. A contract of any model draws on the pool with most room, and its grant is recorded
+against that pool. A burst lies inside its contract's window. Every decision happens under one
+lock, so two requests racing for the last GPUs cannot both win.
 """
 
 from dataclasses import dataclass
@@ -17,11 +21,12 @@ from django.db.models import Q, Sum
 from django.utils.translation import gettext as _
 
 from loans.models import BurstEvent, BurstRequest, Contract
-from metering.models import Gpu
+from metering import fleet
 
 MAX_GPUS = 100_000  # what one request may ask for, a sanity bound for forms and the API
 State = BurstRequest.State
 LIVE = [State.QUEUED, State.GRANTED]
+ANY = ""  # the GPU model of a plan for any model
 
 
 class BurstError(ValueError):
@@ -29,100 +34,124 @@ class BurstError(ValueError):
 
 
 def pool_of(contract: Contract) -> str:
-    """The GPU model a contract's bursts draw on ("" for plans of any model)."""
-    return contract.plan.gpu_model
+    """The GPU model a contract's bursts draw on (ANY: the pool with most room)."""
+    return contract.gpu_model
 
 
-def physical_gpus(model: str) -> int:
-    gpus = Gpu.objects.all() if not model else Gpu.objects.filter(model=model)
-    return gpus.count()
+def window() -> timedelta:
+    return timedelta(hours=settings.CAPACITY_WINDOW_HOURS)
 
 
-def guarantees(model: str) -> list[tuple[datetime, datetime, int]]:
-    """(start, end, base quota) of every active contract on this model."""
-    out = []
-    for contract in Contract.objects.filter(
-            status=Contract.Status.ACTIVE, plan__gpu_model=model).select_related("plan"):
-        periods = contract.periods()
-        if periods:
-            out.append((periods[0].start, periods[-1].end, contract.terms().base_quota_gpus))
+def physical_gpus(now: datetime) -> dict[str, float]:
+    """GPUs of each model that reported within the capacity window, as shares of a GPU."""
+    return fleet.gpus_by_model(now - window())
+
+
+Guarantee = tuple[datetime, datetime, int]  # a period of a contract, its base quota
+
+
+def guarantees() -> dict[str, list[Guarantee]]:
+    """The base quota of every period of every active contract, by GPU model (ANY for plans
+    of any model): what each pool, or the fleet, owes before any burst."""
+    out: dict[str, list[Guarantee]] = {}
+    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).prefetch_related(
+            "amendments"):
+        out.setdefault(contract.gpu_model, []).extend(
+            (p.start, p.end, contract.terms_for(p.index).base_quota_gpus)
+            for p in contract.periods())
     return out
 
 
-def guaranteed_gpus(model: str, start: datetime, end: datetime, terms=None) -> int:
-    """Base quotas of the active contracts on this model that run in [start, end)."""
-    if terms is None:
-        terms = guarantees(model)
-    return sum(base for first, last, base in terms if first < end and last > start)
+def guaranteed_gpus(owed: list[Guarantee], start: datetime, end: datetime) -> int:
+    """The most GPUs these guarantees hold at one moment of [start, end)."""
+    return peak([(max(first, start), min(last, end), base) for first, last, base in owed
+                 if first < end and last > start])
 
 
-def peak_granted(bursts, start: datetime, end: datetime) -> int:
-    """The most GPUs these granted bursts hold at one moment of [start, end)."""
-    edges = []
-    for burst in bursts:
-        if burst.starts_at < end and burst.ends_at > start:
-            edges += [(max(burst.starts_at, start), burst.gpus), (min(burst.ends_at, end),
-                                                                  -burst.gpus)]
-    peak = held = 0
-    for _moment, change in sorted(edges, key=lambda e: (e[0], e[1])):  # ends before starts
+def peak(spans: list[tuple[datetime, datetime, int]]) -> int:
+    """The most held at one moment by spans (start, end, GPUs); ends before starts."""
+    edges = [edge for start, end, gpus in spans for edge in ((start, gpus), (end, -gpus))]
+    top = held = 0
+    for _moment, change in sorted(edges, key=lambda e: (e[0], e[1])):
         held += change
-        peak = max(peak, held)
-    return peak
+        top = max(top, held)
+    return top
 
 
-def granted_on(model: str, start: datetime, end: datetime, exclude: int | None = None):
-    return list(BurstRequest.objects.filter(
-        state=State.GRANTED, contract__plan__gpu_model=model, starts_at__lt=end,
-        ends_at__gt=start).exclude(pk=exclude))
+def granted_on(pool: str | None, start: datetime, end: datetime, exclude: int | None = None):
+    """Bursts granted over [start, end), on one pool (None: on any)."""
+    bursts = BurstRequest.objects.filter(state=State.GRANTED, starts_at__lt=end,
+                                         ends_at__gt=start).exclude(pk=exclude)
+    return list(bursts if pool is None else bursts.filter(pool=pool))
+
+
+def _spans(bursts) -> list[tuple[datetime, datetime, int]]:
+    return [(b.starts_at, b.ends_at, b.gpus) for b in bursts]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The fleet apart from bursts: it does not change while decisions are locked."""
+
+    physical: dict[str, float]
+    owed: dict[str, list[Guarantee]]
+
+
+def capacity(now: datetime) -> Capacity:
+    return Capacity(physical_gpus(now), guarantees())
 
 
 @dataclass(frozen=True)
 class Fit:
     within_cap: bool
-    pool_room: int
+    pool: str  # where it would go
+    pool_room: float  # the pool's free GPUs over the window
+    fleet_room: float  # the fleet's, the guarantees of any model's contracts included
 
     def fits(self, gpus: int) -> bool:
-        return self.within_cap and self.pool_room >= gpus
+        return self.within_cap and min(self.pool_room, self.fleet_room) >= gpus
 
 
-@dataclass(frozen=True)
-class Capacity:
-    """What a pool holds apart from bursts: it does not change while the pool is locked."""
-
-    physical: int
-    guarantees: list[tuple[datetime, datetime, int]]
-
-
-def capacity(model: str) -> Capacity:
-    return Capacity(physical_gpus(model), guarantees(model))
-
-
-def fit(request: BurstRequest, pool: Capacity | None = None) -> Fit:
+def fit(request: BurstRequest, fleet: Capacity | None = None, now: datetime | None = None
+        ) -> Fit:
     contract, start, end = request.contract, request.starts_at, request.ends_at
-    terms = contract.terms()
-    model = pool_of(contract)
-    pool = pool or capacity(model)
-    others = granted_on(model, start, end, exclude=request.pk)
-    own = peak_granted([b for b in others if b.contract_id == contract.pk], start, end)
-    room = (pool.physical - guaranteed_gpus(model, start, end, pool.guarantees)
-            - peak_granted(others, start, end))
-    return Fit(terms.base_quota_gpus + own + request.gpus <= terms.max_quota_gpus, room)
+    fleet = fleet or capacity(now or start)
+    terms = contract.terms_at(start)
+    others = granted_on(None, start, end, exclude=request.pk)
+    own = peak(_spans(b for b in others if b.contract_id == contract.pk))
+    within_cap = terms.base_quota_gpus + own + request.gpus <= terms.max_quota_gpus
+
+    def room(pool: str) -> float:
+        return (fleet.physical.get(pool, 0.0)
+                - guaranteed_gpus(fleet.owed.get(pool, []), start, end)
+                - peak(_spans(b for b in others if b.pool == pool)))
+
+    pools = [pool_of(contract)] if pool_of(contract) != ANY else sorted(fleet.physical)
+    best = max(pools, key=lambda p: (room(p), p), default=ANY)
+    fleet_room = (sum(fleet.physical.values())
+                  - sum(guaranteed_gpus(owed, start, end) for owed in fleet.owed.values())
+                  - peak(_spans(others)))
+    return Fit(within_cap, best, room(best) if pools else 0.0, fleet_room)
 
 
-def _lock(model: str) -> None:
-    """Serialise decisions on one pool. SQLite's write transactions are already serial."""
+def _lock() -> None:
+    """Serialise burst decisions (a plan of any model may draw on any pool). SQLite's write
+    transactions are already serial."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"burst-pool:{model}"])
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('burst-pools'))")
 
 
-def _move(request: BurstRequest, state: str, now: datetime, actor=None, note: str = "") -> None:
+def _move(request: BurstRequest, state: str, now: datetime, actor=None, note: str = "",
+          pool: str | None = None) -> None:
     from loans.notify import notify_later
 
     request.state, request.decided_at = state, now
     if note:
         request.note = note[:500]
-    request.save(update_fields=["state", "decided_at", "note"])
+    if pool is not None:
+        request.pool = pool
+    request.save(update_fields=["state", "decided_at", "note", "pool"])
     BurstEvent.objects.create(request=request, at=now, state=state, actor=actor, note=note[:500])
     tenant = request.contract.tenant
     text = _("Burst request for %(gpus)s GPUs from %(start)s to %(end)s: %(state)s. %(note)s") % {
@@ -145,7 +174,6 @@ def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at:
            reason: str, now: datetime) -> BurstRequest:
     """Record a request; grant it now if it fits, queue it if it may fit later, reject it if
     it can never fit the contract's max quota."""
-    terms = contract.terms()
     if gpus < 1:
         raise BurstError(_("Ask for at least one GPU."))
     if ends_at <= starts_at:
@@ -157,27 +185,36 @@ def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at:
             "days": settings.BURST_MAX_DAYS})
     if contract.status != Contract.Status.ACTIVE:
         raise BurstError(_("Only an active contract can burst."))
+    if ends_at > contract.window_end or starts_at < contract.window_start:
+        raise BurstError(_("A burst lies inside its contract, which is in force from %(start)s "
+                           "until %(end)s.") % {
+            "start": f"{contract.window_start:%Y-%m-%d %H:%M %Z}",
+            "end": f"{contract.window_end:%Y-%m-%d %H:%M %Z}"})
+    terms = contract.terms_at(max(starts_at, now))
     with transaction.atomic():
-        _lock(pool_of(contract))
+        _lock()
         request = BurstRequest.objects.create(
             contract=contract, gpus=gpus, starts_at=max(starts_at, now), ends_at=ends_at,
             reason=reason.strip()[:500], requested_by=user, created_at=now)
         BurstEvent.objects.create(request=request, at=now, state=State.QUEUED, actor=user,
                                   note=_("requested"))
+        placed = fit(request, now=now)
         if terms.base_quota_gpus + gpus > terms.max_quota_gpus:
             _move(request, State.REJECTED, now, note=_(
                 "%(base)s base + %(gpus)s GPUs is over the max quota of %(cap)s.") % {
                 "base": terms.base_quota_gpus, "gpus": gpus, "cap": terms.max_quota_gpus})
-        elif fit(request).fits(gpus) and not _queued_ahead(request):
-            _move(request, State.GRANTED, now, note=_("granted: the pool had room"))
+        elif placed.fits(gpus) and not _queued_ahead(request):
+            _move(request, State.GRANTED, now, note=_("granted: the pool had room"),
+                  pool=placed.pool)
     return request
 
 
 def _queued_ahead(request: BurstRequest) -> bool:
-    """Someone of the same pool waits before this request (first come, first served)."""
+    """Someone of the same queue waits before this request (by priority, lower first, then
+    first come, first served)."""
     return BurstRequest.objects.filter(
-        state=State.QUEUED, contract__plan__gpu_model=pool_of(request.contract)
-    ).filter(Q(priority__gt=request.priority)
+        state=State.QUEUED, contract__gpu_model=pool_of(request.contract)
+    ).filter(Q(priority__lt=request.priority)
              | Q(priority=request.priority, created_at__lt=request.created_at)
              | Q(priority=request.priority, created_at=request.created_at, pk__lt=request.pk)
              ).exists()
@@ -190,30 +227,31 @@ class QueueRun:
 
 
 def process_queue(now: datetime) -> QueueRun:
-    """Grant queued requests as they fit, in order, pool by pool; expire those whose window
-    passed while they waited. The head of a pool's queue blocks the rest (first come, first
-    served), unless it can never fit the cap."""
+    """Grant queued requests as they fit, in order, queue by queue (one for each GPU model,
+    one for plans of any model); expire those whose window passed while they waited. The head
+    of a queue blocks the rest (first come, first served), unless it can never fit the cap."""
     granted = expired = 0
-    models = set(BurstRequest.objects.filter(state=State.QUEUED).values_list(
-        "contract__plan__gpu_model", flat=True))
-    for model in sorted(models):
-        with transaction.atomic():
-            _lock(model)
-            queue = BurstRequest.objects.filter(
-                state=State.QUEUED, contract__plan__gpu_model=model).select_related(
-                "contract__plan", "contract__tenant")
-            pool = capacity(model)
-            for request in queue:
-                if request.ends_at <= now:
-                    _move(request, State.EXPIRED, now, note=_("the window passed in the queue"))
-                    expired += 1
-                    continue
-                placed = fit(request, pool)
-                if placed.fits(request.gpus):
-                    _move(request, State.GRANTED, now, note=_("granted: GPUs came free"))
-                    granted += 1
-                elif placed.within_cap:
-                    break
+    with transaction.atomic():
+        _lock()
+        fleet = capacity(now)
+        queued = BurstRequest.objects.filter(state=State.QUEUED).select_related(
+            "contract__plan", "contract__tenant").prefetch_related("contract__amendments")
+        blocked: set[str] = set()
+        for request in queued:
+            queue = pool_of(request.contract)
+            if request.ends_at <= now:
+                _move(request, State.EXPIRED, now, note=_("the window passed in the queue"))
+                expired += 1
+                continue
+            if queue in blocked:
+                continue
+            placed = fit(request, fleet)
+            if placed.fits(request.gpus):
+                _move(request, State.GRANTED, now, note=_("granted: GPUs came free"),
+                      pool=placed.pool)
+                granted += 1
+            elif placed.within_cap:
+                blocked.add(queue)
     return QueueRun(granted, expired)
 
 
@@ -232,7 +270,7 @@ def decide(request: BurstRequest, action: str, *, actor, now: datetime, note: st
         raise BurstError(_("Unknown action %(action)s.") % {"action": action[:20]})
     sources, target = allowed[action]
     with transaction.atomic():
-        _lock(pool_of(request.contract))
+        _lock()
         request = BurstRequest.objects.select_related("contract__plan", "contract__tenant").get(
             pk=request.pk)
         if request.state not in sources:
@@ -246,15 +284,38 @@ def decide(request: BurstRequest, action: str, *, actor, now: datetime, note: st
             BurstEvent.objects.create(request=request, at=now, state=request.state, actor=actor,
                                       note=_("priority set to %(p)s") % {"p": priority})
             return request
-        if action == "approve" and not fit(request).within_cap:
+        placed = fit(request, now=now)
+        if action == "approve" and not placed.within_cap:
             raise BurstError(_("Granting it would take the contract over its max quota."))
-        _move(request, target, now, actor=actor, note=note)
+        _move(request, target, now, actor=actor, note=note,
+              pool=placed.pool if action == "approve" else None)
     return request
 
 
+def clip_to_contract(contract: Contract, now: datetime) -> int:
+    """After a contract's end moved earlier (a termination): its live bursts end with it, and
+    those that would start after it are withdrawn. Returns how many changed."""
+    changed = 0
+    with transaction.atomic():
+        _lock()
+        for request in BurstRequest.objects.filter(
+                contract=contract, state__in=LIVE, ends_at__gt=contract.window_end):
+            if request.starts_at >= contract.window_end:
+                state = State.REVOKED if request.state == State.GRANTED else State.REJECTED
+                _move(request, state, now, note=_("the contract ends before this burst starts"))
+            else:
+                request.ends_at = contract.window_end
+                request.save(update_fields=["ends_at"])
+                BurstEvent.objects.create(request=request, at=now, state=request.state, note=_(
+                    "shortened to the contract's end, %(end)s") % {
+                    "end": f"{contract.window_end:%Y-%m-%d %H:%M %Z}"})
+            changed += 1
+    return changed
+
+
 def effective_quota(contract: Contract, at: datetime) -> tuple[int, int]:
-    """(base plus the bursts granted at `at`, max quota)."""
-    terms = contract.terms()
+    """(base plus the bursts granted at `at`, max quota), with the terms in force then."""
+    terms = contract.terms_at(at)
     extra = BurstRequest.objects.filter(
         contract=contract, state=State.GRANTED, starts_at__lte=at, ends_at__gt=at
     ).aggregate(n=Sum("gpus"))["n"] or 0
@@ -262,17 +323,19 @@ def effective_quota(contract: Contract, at: datetime) -> tuple[int, int]:
 
 
 def pool_series(model: str, start: datetime, end: datetime) -> dict:
-    """The pool hour by hour: physical, guaranteed, granted bursts and free GPUs."""
-    pool = capacity(model)
+    """A pool hour by hour: its GPUs, the base quotas guaranteed on it, the bursts granted on
+    it (plans of any model included, where they were placed) and its free GPUs."""
+    fleet = capacity(start)
+    physical = fleet.physical.get(model, 0.0)
     bursts = granted_on(model, start, end)
     hours, hour = [], start.replace(minute=0, second=0, microsecond=0)
     while hour < end:
         hours.append(hour)
         hour += timedelta(hours=1)
-    guaranteed = [guaranteed_gpus(model, h, h + timedelta(hours=1), pool.guarantees)
-                  for h in hours]
+    owed = fleet.owed.get(model, [])
+    guaranteed = [guaranteed_gpus(owed, h, h + timedelta(hours=1)) for h in hours]
     granted = [sum(b.gpus for b in bursts if b.starts_at < h + timedelta(hours=1)
                    and b.ends_at > h) for h in hours]
-    free = [max(0, pool.physical - g - b) for g, b in zip(guaranteed, granted, strict=True)]
-    return {"hours": hours, "physical": pool.physical, "guaranteed": guaranteed, "granted": granted,
+    free = [max(0.0, physical - g - b) for g, b in zip(guaranteed, granted, strict=True)]
+    return {"hours": hours, "physical": physical, "guaranteed": guaranteed, "granted": granted,
             "free": free}

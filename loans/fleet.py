@@ -8,11 +8,10 @@ from decimal import Decimal
 
 from django.db.models import Count
 
-from loans import dashboard
+from loans import bursts, dashboard
 from loans.billing import money
 from loans.figures import PeriodFigures
 from loans.models import Alert, Contract
-from metering import fleet
 
 
 @dataclass(frozen=True)
@@ -77,7 +76,7 @@ def contract_statuses(now: datetime, sort: str = "projected", descending: bool =
 @dataclass(frozen=True)
 class Capacity:
     model: str
-    physical_gpus: int
+    physical_gpus: float  # reported within the capacity window; MIG instances as their shares
     guaranteed_gpus: int
     max_gpus: int
 
@@ -89,19 +88,21 @@ class Capacity:
 
 
 def capacity(now: datetime) -> tuple[list[Capacity], Capacity]:
-    """Physical GPUs by model against the base and max quotas of the contracts running now,
-    and the whole fleet. Plans for any model, and GPUs of no reported model, count in the
-    whole fleet only."""
+    """GPUs by model (those that reported within the capacity window) against the base and
+    max quotas of the contracts running now, and the whole fleet. Plans for any model count
+    in the whole fleet only."""
     guaranteed: dict[str, int] = defaultdict(int)
     caps: dict[str, int] = defaultdict(int)
-    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related("plan"):
+    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
+            "plan").prefetch_related("amendments"):
         if contract.period_at(now) is None:
             continue
-        terms = contract.terms()
-        guaranteed[contract.plan.gpu_model] += terms.base_quota_gpus
-        caps[contract.plan.gpu_model] += terms.max_quota_gpus
-    physical = fleet.gpus_by_model()
+        terms = contract.terms_at(now)
+        guaranteed[contract.gpu_model] += terms.base_quota_gpus
+        caps[contract.gpu_model] += terms.max_quota_gpus
+    physical = bursts.physical_gpus(now)
     models = sorted((set(physical) | set(guaranteed)) - {""})
-    rows = [Capacity(m, physical.get(m, 0), guaranteed.get(m, 0), caps.get(m, 0)) for m in models]
+    rows = [Capacity(m, physical.get(m, 0.0), guaranteed.get(m, 0), caps.get(m, 0))
+            for m in models]
     whole = Capacity("", sum(physical.values()), sum(guaranteed.values()), sum(caps.values()))
     return rows, whole

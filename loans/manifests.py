@@ -17,17 +17,18 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpuloans"}
 
 
 def namespace_of(tenant: Tenant) -> str:
-    """The namespace its attribution rules name first, else the tenant's slug."""
+    """The namespace its attribution rules name first (the one attribution tries first: lower
+    priority first), else the tenant's slug."""
     rule = AttributionRule.objects.filter(
-        tenant=tenant, field=AttributionRule.Field.NAMESPACE).order_by("-priority", "pk").first()
+        tenant=tenant, field=AttributionRule.Field.NAMESPACE).order_by("priority", "pk").first()
     return rule.value if rule else tenant.slug
 
 
 def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:
     effective, cap = bursts.effective_quota(contract, at)
-    base = contract.terms().base_quota_gpus
+    base = contract.terms_at(at).base_quota_gpus
     namespace = namespace_of(tenant)
-    flavor = slugify(contract.plan.gpu_model) or "default-flavor"
+    flavor = slugify(contract.gpu_model) or "default-flavor"
     labels = {**MANAGED, "gpuloans/tenant": tenant.slug}
     return [
         {

@@ -42,10 +42,12 @@ FLEET_COLUMNS = [  # sort key, heading
 ]
 
 
-def pool_models() -> list[str]:
-    """GPU models that active contracts draw on."""
-    return sorted(set(Contract.objects.filter(status=Contract.Status.ACTIVE)
-                      .values_list("plan__gpu_model", flat=True)))
+def pool_models(now) -> list[str]:
+    """GPU models with a pool: those that reported within the capacity window, and those
+    active contracts are signed for."""
+    signed = set(Contract.objects.filter(status=Contract.Status.ACTIVE)
+                 .values_list("gpu_model", flat=True))
+    return sorted((signed | set(bursts.physical_gpus(now))) - {""})
 
 
 def operator_required(view):
@@ -256,7 +258,7 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
         "pools": [{"id": f"pool-{k}", "script_id": f"pool-{k}-data",
                    "figure": charts.pool_figure(model, bursts.pool_series(
                        model, floor_hour(now), floor_hour(now) + POOL_AHEAD))}
-                  for k, model in enumerate(pool_models())],
+                  for k, model in enumerate(pool_models(now))],
         "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
         "month_ago": month_ago, "now": now,
     })

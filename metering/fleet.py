@@ -114,9 +114,13 @@ def tenant_completeness_in(tenant_id: int,
     return out
 
 
-def gpus_by_model() -> dict[str, int]:
-    """Physical GPUs the agents have registered, by model name ("" where none was reported)."""
-    return dict(Counter(Gpu.objects.values_list("model", flat=True)))
+def gpus_by_model(since: datetime) -> dict[str, float]:
+    """GPUs of each reported model that reported since `since` (the capacity window), a MIG
+    instance or time-sliced replica as its share of a GPU; devices of no reported model are
+    left out."""
+    rows = Gpu.objects.filter(last_seen_at__gte=since).exclude(model="").values(
+        "model").annotate(gpus=Sum("share")).values_list("model", "gpus")
+    return {model: round(gpus, 6) for model, gpus in rows}  # seven 1/7 are one GPU
 
 
 def unattributed_gpu_hours(start: datetime, end: datetime) -> tuple[float, float]:

@@ -26,7 +26,8 @@ class BurstRequest(models.Model):
     ends_at = models.DateTimeField(_("until"))
     reason = models.CharField(_("reason"), max_length=500)
     priority = models.SmallIntegerField(
-        _("priority"), default=0, help_text=_("Higher is served first; equal ones in order."))
+        _("priority"), default=100,
+        help_text=_("Lower is served first (as for attribution rules); equal ones in order."))
     state = models.CharField(_("state"), max_length=10, choices=State.choices,
                              default=State.QUEUED)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
@@ -35,9 +36,13 @@ class BurstRequest(models.Model):
     decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
     note = models.CharField(_("note"), max_length=500, blank=True,
                             help_text=_("Why it was granted, rejected, revoked or cancelled."))
+    pool = models.CharField(
+        _("pool"), max_length=100, blank=True,
+        help_text=_("The GPU model whose pool granted it (for a plan of any model, the pool "
+                    "that had most room)."))
 
     class Meta:
-        ordering = ["-priority", "created_at", "pk"]
+        ordering = ["priority", "created_at", "pk"]
         verbose_name = _("burst request")
         verbose_name_plural = _("burst requests")
         constraints = [

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from loans import billing
+from loans import billing, bursts
 from loans.billing import Terms
 from loans.models import Amendment, Contract, Plan, Recommendation, Statement
 from loans.models.amendments import INTEGER_TERMS
@@ -140,6 +140,7 @@ def terminate(*, contract: Contract, reason: str, author=None, now: datetime) ->
         Contract.objects.filter(pk=contract.pk).update(
             term_months=contract.term_months, ends_on=contract.ends_on,
             window_end=contract.window_end)
+        bursts.clip_to_contract(contract, now)
         return amendment
 
 

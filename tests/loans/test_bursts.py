@@ -29,8 +29,9 @@ def pool(contract, other_tenant, plan):
     theirs.full_clean()
     theirs.save()
     node = Node.objects.create(name="h100-pool")
-    Gpu.objects.bulk_create(Gpu(uuid=f"GPU-pool-{i}", node=node, index=i, model=H100)
-                            for i in range(20))
+    seen = timezone.now()
+    Gpu.objects.bulk_create(Gpu(uuid=f"GPU-pool-{i}", node=node, index=i, model=H100,
+                                last_seen_at=seen) for i in range(20))
     return theirs
 
 
