@@ -8,6 +8,8 @@ from django.utils.translation import gettext_lazy as _
 
 from loans.models.contracts import Contract
 
+DEFAULT_PRIORITY = 100  # lower is served first; an operator moves a request up or down from here
+
 
 class BurstRequest(models.Model):
     """N extra GPUs for [starts_at, ends_at), granted at once or queued until they fit."""
@@ -26,7 +28,7 @@ class BurstRequest(models.Model):
     ends_at = models.DateTimeField(_("until"))
     reason = models.CharField(_("reason"), max_length=500)
     priority = models.SmallIntegerField(
-        _("priority"), default=100,
+        _("priority"), default=DEFAULT_PRIORITY,
         help_text=_("Lower is served first (as for attribution rules); equal ones in order."))
     state = models.CharField(_("state"), max_length=10, choices=State.choices,
                              default=State.QUEUED)
@@ -60,6 +62,11 @@ class BurstRequest(models.Model):
 
     def __str__(self) -> str:
         return f"{self.contract.tenant.slug} +{self.gpus} GPUs {self.starts_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def prioritised(self) -> bool:
+        """An operator moved it up or down the queue."""
+        return self.priority != DEFAULT_PRIORITY
 
 
 class BurstEvent(models.Model):

@@ -147,6 +147,11 @@ def test_priority_means_lower_first_for_bursts_as_for_attribution_rules(
     assert bursts.process_queue(timezone.now()).granted == 1
     assert BurstRequest.objects.get(pk=small["id"]).state == "granted"
     assert BurstRequest.objects.get(pk=big["id"]).state == "queued"
+    client.force_login(outsider)
+    assert "(priority 200)" in client.get("/en/tenants/speech/").content.decode()
+    waiting = ask(client, outsider, h100_pool, 1).json()  # the default priority says nothing
+    assert waiting["state"] == "queued" and waiting["priority"] == 100
+    assert client.get("/en/tenants/speech/").content.decode().count("(priority ") == 1
 
 
 def test_the_manifest_names_the_namespace_attribution_tries_first(tenant, contract):
