@@ -1,13 +1,23 @@
 """Usage for the ledger tests, metered the way agents report it: samples through
 metering.ingest (protocol v1's validation, attribution and storage, without HTTP)."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from metering import protocol
 from metering.ingest import ingest
 from metering.models import AttributionRule, Node
 
 HOUR = timedelta(hours=1)
+JAN, FEB, MAR = (datetime(2026, m, 1, tzinfo=UTC) for m in (1, 2, 3))
+GRACE = timedelta(hours=3)  # past the late-data grace after a period's end
+
+
+@pytest.fixture
+def long_retention(settings):
+    """Late samples of closed periods in 2026 are still within raw retention."""
+    settings.RAW_RETENTION_DAYS = 3650
 
 
 def attribute(tenant, namespace: str | None = None) -> None:

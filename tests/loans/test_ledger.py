@@ -18,19 +18,21 @@ from loans.services.closing import close_due_periods
 from metering.models import TenantHour
 from metering.retention import purge_raw_samples
 from metering.usage import rebuild_rollups
-from tests.ledger import attribute, meter
+from tests.ledger import (
+    FEB,
+    GRACE,
+    JAN,
+    MAR,
+    attribute,
+    long_retention,  # noqa: F401 (a fixture)
+    meter,
+)
 
 D = Decimal
-JAN = datetime(2026, 1, 1, tzinfo=UTC)
-FEB = datetime(2026, 2, 1, tzinfo=UTC)
-MAR = datetime(2026, 3, 1, tzinfo=UTC)
 APR = datetime(2026, 4, 1, tzinfo=UTC)
-GRACE = timedelta(hours=3)
 
 
-@pytest.fixture(autouse=True)
-def _long_retention(settings):
-    settings.RAW_RETENTION_DAYS = 3650  # late samples of closed periods are still accepted
+pytestmark = pytest.mark.usefixtures("long_retention")
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ operators' amendments and terminations over the API."""
 
 import csv
 import io
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -12,17 +12,16 @@ import time_machine
 from loans.models import Amendment, Contract, Plan
 from loans.services.closing import close_due_periods
 from loans.services.exports import FOCUS_COLUMNS
-from tests.ledger import attribute, meter
+from tests.ledger import (
+    FEB,
+    GRACE,
+    JAN,
+    MAR,
+    attribute,
+    meter,
+)
 
 D = Decimal
-JAN, FEB, MAR = (datetime(2026, m, 1, tzinfo=UTC) for m in (1, 2, 3))
-GRACE = timedelta(hours=3)
-
-
-@pytest.fixture(autouse=True)
-def _long_retention(settings):
-    settings.RAW_RETENTION_DAYS = 3650
-
 
 @pytest.fixture
 def billed(tenant, db):

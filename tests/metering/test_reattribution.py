@@ -2,7 +2,7 @@
 unattributed usage) to a tenant; it is kept for good and flows into open periods at once and
 into corrections on both sides of closed ones."""
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -16,17 +16,17 @@ from metering.retention import purge_raw_samples
 from metering.services import reattribute
 from metering.usage import tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount
-from tests.ledger import attribute, meter, node
+from tests.ledger import (
+    FEB,
+    GRACE,
+    JAN,
+    MAR,
+    attribute,
+    meter,
+    node,
+)
 
 D = Decimal
-JAN, FEB, MAR = (datetime(2026, m, 1, tzinfo=UTC) for m in (1, 2, 3))
-GRACE = timedelta(hours=3)
-
-
-@pytest.fixture(autouse=True)
-def _long_retention(settings):
-    settings.RAW_RETENTION_DAYS = 3650
-
 
 @pytest.fixture
 def two_tenants(tenant, other_tenant, db):
