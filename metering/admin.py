@@ -16,8 +16,10 @@ from config.admin import ReadOnlyAdmin
 from metering.models import (
     AttributionRule,
     Cluster,
+    DeviceRefusal,
     Gpu,
     GpuHour,
+    GpuTenure,
     Node,
     Reattribution,
     TenantHour,
@@ -131,13 +133,44 @@ def show_tokens(model_admin, request: HttpRequest, issued: list, template: str) 
     return response
 
 
+class TenureInline(admin.TabularInline):
+    """Which node reported the device's samples when: kept by ingestion, never edited."""
+
+    model = GpuTenure
+    fields = ["node", "since", "until"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Gpu)
 class GpuAdmin(admin.ModelAdmin):
-    list_display = ["uuid", "node", "index", "model", "memory_total_mib", "last_seen_at"]
+    list_display = ["uuid", "node", "index", "model", "share", "memory_total_mib",
+                    "last_seen_at"]
     list_filter = ["model", "node"]
     search_fields = ["uuid", "node__name", "model"]
     list_select_related = ["node"]
-    readonly_fields = ["first_seen_at", "last_seen_at"]
+    # Registered and moved by the samples that name it (a move keeps the tenures right).
+    readonly_fields = ["uuid", "node", "parent", "share", "first_seen_at", "last_seen_at"]
+    inlines = [TenureInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(DeviceRefusal)
+class DeviceRefusalAdmin(ReadOnlyAdmin):
+    """Devices whose samples a node was refused, and why (what the device_refused alerts
+    tell operators of)."""
+
+    list_display = ["gpu_uuid", "node", "reason", "holder", "samples", "first_at", "last_at"]
+    list_filter = ["reason", "node"]
+    search_fields = ["gpu_uuid", "node__name"]
+    list_select_related = ["node", "holder"]
+    date_hierarchy = "last_at"
 
 
 @admin.register(Cluster)

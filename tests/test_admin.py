@@ -13,6 +13,7 @@ from loans.models import Amendment, Contract, Plan, Recommendation
 from loans.tokens import ApiToken
 from metering.models import (
     AttributionRule,
+    DeviceRefusal,
     Gpu,
     GpuHour,
     Node,
@@ -27,7 +28,8 @@ CHANGELISTS = [
     "loans_tenant", "loans_membership", "loans_plan", "loans_contract", "loans_statement",
     "metering_node", "metering_gpu", "metering_attributionrule", "metering_tenanthour",
     "metering_gpuhour", "metering_usagesample", "auth_user", "loans_apitoken",
-    "loans_amendment", "metering_reattribution", "loans_recommendation",
+    "loans_amendment", "metering_reattribution", "loans_recommendation", "metering_cluster",
+    "metering_devicerefusal",
 ]
 
 
@@ -169,6 +171,27 @@ def test_statements_and_rollups_cannot_be_edited_from_the_admin(client, operator
     assert client.post(reverse("admin:metering_tenanthour_change", args=[hour.pk]),
                        {"allocated_gpu_s": 1}).status_code == 403
     assert GpuHour.objects.exists()
+
+
+def test_refused_devices_and_a_gpus_tenures_are_read_not_edited_in_the_admin(
+        client, operator, fleet):
+    gpu = Gpu.objects.get()
+    other = Node.objects.create(name="gpu-node-02")
+    DeviceRefusal.objects.create(node=other, gpu_uuid=gpu.uuid, reason="other_node",
+                                 holder=fleet, first_at=MOMENT, last_at=MOMENT, samples=3)
+    client.force_login(operator)
+    listing = client.get(reverse("admin:metering_devicerefusal_changelist")).content.decode()
+    assert "GPU-aaaa" in listing and "still reported by another node" in listing
+    refusal = DeviceRefusal.objects.get()
+    assert client.post(reverse("admin:metering_devicerefusal_change", args=[refusal.pk]),
+                       {"samples": 0}).status_code == 403
+    page = client.get(reverse("admin:metering_gpu_change", args=[gpu.pk])).content.decode()
+    assert "device tenures" in page.lower() and "gpu-node-01" in page
+    assert client.get(reverse("admin:metering_gpu_add")).status_code == 403
+    client.post(reverse("admin:metering_gpu_change", args=[gpu.pk]), {
+        "uuid": gpu.uuid, "node": other.pk, "model": gpu.model, "index": 0,
+        "tenures-TOTAL_FORMS": 1, "tenures-INITIAL_FORMS": 1})
+    assert Gpu.objects.get().node == fleet  # a device moves by its samples, not by hand
 
 
 def test_the_sample_list_filters_and_answers_bad_input_with_a_message(client, operator, fleet):
