@@ -328,11 +328,13 @@ def pool_series(model: str, start: datetime, end: datetime) -> dict:
     fleet = capacity(start)
     physical = fleet.physical.get(model, 0.0)
     bursts = granted_on(model, start, end)
-    hours, hour = [], start.replace(minute=0, second=0, microsecond=0)
+    first = start.replace(minute=0, second=0, microsecond=0)
+    hours, hour = [], first
     while hour < end:
         hours.append(hour)
         hour += timedelta(hours=1)
-    owed = fleet.owed.get(model, [])
+    # Only the periods in the window, once, not the whole terms for every hour.
+    owed = [g for g in fleet.owed.get(model, []) if g[0] < end and g[1] > first]
     guaranteed = [guaranteed_gpus(owed, h, h + timedelta(hours=1)) for h in hours]
     granted = [sum(b.gpus for b in bursts if b.starts_at < h + timedelta(hours=1)
                    and b.ends_at > h) for h in hours]
