@@ -19,6 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from metering.models import UsageSample
+from metering.protocol import taken
+
 COLUMNS = ("idx", "gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated",
            "fraction", "util_pct", "mem_used_mib", "power_w", "temp_c")
 # What a resent sample must repeat exactly; anything else under a stored key is a conflict.
@@ -104,3 +107,26 @@ def around(columns: list) -> tuple[list[int], datetime, datetime]:
     _index, gpu, ts, _t, _o, interval, *_rest = columns
     last = max(t + i * SECOND for t, i in zip(ts, interval, strict=True))
     return sorted(set(gpu)), min(ts) - timedelta(hours=1), last
+
+
+def in_time_order(columns: list, names: list[str]) -> tuple[list, list[str]]:
+    """The batch by (ts, gpu id), the order in which agents send one: sorting it costs a
+    single pass, and reordering nothing when it is in order already. One order for every
+    batch also keeps concurrent writers from deadlocking."""
+    keys = list(zip(columns[2], columns[1], strict=True))
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    if order == list(range(len(keys))):
+        return columns, names
+    *columns, names = taken([*columns, names], order)
+    return columns, names
+
+
+def stored_near(columns: list) -> dict[int, Intervals]:
+    """Each device's stored samples that could touch the batch, with their readings
+    (READING): what `check` decides against. The caller holds the devices' locks."""
+    gpus, low, high = around(columns)
+    stored: dict[int, Intervals] = {}
+    for gpu_id, ts, *reading in UsageSample.objects.filter(
+            gpu_id__in=gpus, ts__gte=low, ts__lt=high).values_list("gpu_id", "ts", *READING):
+        stored.setdefault(gpu_id, Intervals()).add(ts, ts + reading[0] * SECOND, tuple(reading))
+    return stored

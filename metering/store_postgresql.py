@@ -21,9 +21,8 @@ import psycopg
 from django.db import IntegrityError, connection, transaction
 
 from metering import copy_binary, partitions, store
-from metering.models import UsageSample
 from metering.protocol import taken
-from metering.store import COLUMNS, READING
+from metering.store import COLUMNS
 
 STORED = COLUMNS[1:]
 COPY = f"COPY metering_usagesample ({', '.join(STORED)}) FROM STDIN (FORMAT BINARY)"
@@ -45,12 +44,7 @@ def write(columns: list, names: list[str], finish: Callable[[], None]
     its transaction where it has one (the careful way, or inside the caller's transaction),
     else on its own."""
     partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(columns[2])})
-    # By (ts, gpu id), the order in which agents send a batch: sorting one costs a single pass
-    # and reordering its columns nothing. Any one order for all batches avoids deadlocks.
-    keys = list(zip(columns[2], columns[1], strict=True))
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    if order != list(range(len(keys))):
-        *columns, names = taken([*columns, names], order)
+    columns, names = store.in_time_order(columns, names)
     try:
         return _direct(columns, finish)
     except IntegrityError as error:
@@ -75,13 +69,8 @@ def _direct(columns: list, finish: Callable[[], None]) -> tuple[int, list[dict]]
 def _careful(columns: list, names: list[str], finish: Callable[[], None]
              ) -> tuple[int, list[dict]]:
     with _raw(alone=False) as raw:
-        gpus, low, high = store.around(columns)
-        raw.execute(LOCK, [gpus])
-        stored: dict[int, store.Intervals] = {}
-        for gpu_id, ts, *reading in UsageSample.objects.filter(
-                gpu_id__in=gpus, ts__gte=low, ts__lt=high).values_list("gpu_id", "ts", *READING):
-            stored.setdefault(gpu_id, store.Intervals()).add(
-                ts, ts + reading[0] * store.SECOND, tuple(reading))
+        raw.execute(LOCK, [sorted(set(columns[1]))])
+        stored = store.stored_near(columns)
         decision = store.check(columns, stored, names, _same)
         if decision.accepted:
             raw.execute(CHECKED)

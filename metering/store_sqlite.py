@@ -8,9 +8,9 @@ from collections.abc import Callable
 from django.db import connection, transaction
 
 from metering import peaks, rollups, store
-from metering.models import Gpu, UsageSample
+from metering.models import Gpu
 from metering.protocol import taken
-from metering.store import COLUMNS, READING
+from metering.store import COLUMNS
 
 INSERT = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
           f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))})")
@@ -20,16 +20,9 @@ def write(columns: list, names: list[str], finish: Callable[[], None]
           ) -> tuple[int, list[dict]]:
     adapt = connection.ops.adapt_datetimefield_value
     # As on PostgreSQL: a device's samples are decided in time order.
-    keys = list(zip(columns[2], columns[1], strict=True))
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    *columns, names = taken([*columns, names], order)
+    columns, names = store.in_time_order(columns, names)
     with transaction.atomic(), connection.cursor() as cursor:
-        gpus, low, high = store.around(columns)
-        stored: dict[int, store.Intervals] = {}
-        for gpu_id, ts, *reading in UsageSample.objects.filter(
-                gpu_id__in=gpus, ts__gte=low, ts__lt=high).values_list("gpu_id", "ts", *READING):
-            stored.setdefault(gpu_id, store.Intervals()).add(
-                ts, ts + reading[0] * store.SECOND, tuple(reading))
+        stored = store.stored_near(columns)
         decision = store.check(columns, stored, names, lambda offered, kept: offered == kept)
         new = taken(columns, decision.accepted)
         cursor.executemany(INSERT, [[gpu, adapt(ts), *rest]
