@@ -9,7 +9,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test install install-dev lint browser bench-ingest bench-agent bench-dashboard \
+.PHONY: demo test install install-dev lint debian bench-ingest bench-agent bench-dashboard \
 	bench-backtest bench-jobs bench-soak
 
 $(BIN)/python:
@@ -28,13 +28,18 @@ demo: install
 lint: install-dev
 	$(BIN)/ruff check .
 
-# Browser tests drive Debian's chromium; Playwright's own browser download cannot work offline.
-browser:
-	@test -x $(CHROMIUM) || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+# What the tests need from Debian: chromium for the browser tests (Playwright's own browser
+# download cannot work offline) and nginx for the reverse proxy's test (deploy/nginx).
+NGINX := /usr/sbin/nginx
+debian:
+	@missing=""; test -x $(CHROMIUM) || missing="chromium"; \
+	test -x $(NGINX) || missing="$$missing nginx"; \
+	if [ -n "$$missing" ]; then apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
-test: lint browser
-	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
-	DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -m "not postgresql"
+test: lint debian
+	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
+	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -m "not postgresql"
 
 # Ingestion throughput against raw COPY and a DRF baseline (PostgreSQL; see bench/ingest.py).
 bench-ingest: install-dev

@@ -30,6 +30,7 @@ import django
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+os.environ.setdefault("DEBUG", "1")  # no server and no secrets: development settings
 django.setup()  # the demo generator lives beside the demo's models; no database is touched
 
 from loans import recommend  # noqa: E402

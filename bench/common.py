@@ -1,6 +1,7 @@
 """What the benchmarks share: a database made afresh for each run, and the application in
 process under production settings (DEBUG off) for the in-process ones."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -15,6 +16,18 @@ SECRET = "bench-only-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz"
 # Static files are served from the packages; a bench has no collected directory, and WhiteNoise
 # would warn of it in every process. For a server's environment:
 QUIET_STATIC = {"PYTHONWARNINGS": "ignore:No directory at"}
+
+
+@functools.cache
+def served_static() -> dict[str, str]:
+    """A production web server refuses to start without collected static files
+    (config.static.require_collected): collect them into var/bench-static, once a run."""
+    folder = ROOT / "var" / "bench-static"
+    subprocess.run([sys.executable, "manage.py", "collectstatic", "--no-input", "-v0"],
+                   cwd=ROOT, check=True, env={
+                       **os.environ, "DEBUG": "0", "SECRET_KEY": SECRET,
+                       "ALLOWED_HOSTS": "127.0.0.1", "STATIC_ROOT": str(folder)})
+    return {"STATIC_ROOT": str(folder)}
 
 
 def database_url(default_name: str) -> str:

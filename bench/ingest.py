@@ -50,12 +50,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench import cpu  # noqa: E402
 from bench.common import (  # noqa: E402
-    QUIET_STATIC,
     SECRET,
     database_url,
     in_process,
     node_tokens,
     recreate_database,
+    served_static,
     without_rollups,
 )
 
@@ -76,7 +76,7 @@ def server_env() -> dict:
         "SECRET_KEY": SECRET,
         "ALLOWED_HOSTS": "127.0.0.1", "INGEST_REQUESTS_PER_MINUTE": "0",
         "DJANGO_SETTINGS_MODULE": "bench.settings", "LOG_LEVEL": "WARNING",
-        "BEHIND_TLS_PROXY": "0", "RAW_RETENTION_DAYS": str(HISTORY_DAYS + 5), **QUIET_STATIC,
+        "BEHIND_TLS_PROXY": "0", "RAW_RETENTION_DAYS": str(HISTORY_DAYS + 5), **served_static(),
     }
 
 

@@ -44,11 +44,11 @@ from agent.collectors.fake import FakeCollector  # noqa: E402
 from agent.runner import Agent  # noqa: E402
 from agent.spool import Spool  # noqa: E402
 from bench.common import (  # noqa: E402
-    QUIET_STATIC,
     SECRET,
     database_url,
     node_tokens,
     recreate_database,
+    served_static,
 )
 
 DATABASE_URL = database_url("gpuloans_soak")
@@ -162,7 +162,7 @@ class Services:
                     "LOG_LEVEL": "ERROR", "DJANGO_SETTINGS_MODULE": "config.settings",
                     "CACHE_URL": f"redis://127.0.0.1:{self.redis_port}/0",
                     "INGEST_REQUESTS_PER_MINUTE": "30",
-                    "PROMETHEUS_MULTIPROC_DIR": str(self.metrics), **QUIET_STATIC}
+                    "PROMETHEUS_MULTIPROC_DIR": str(self.metrics), **served_static()}
         self.web: subprocess.Popen | None = None
         self.redis: subprocess.Popen | None = None
 

@@ -6,6 +6,7 @@ get a read-only list view of their own, shown in the index beside metering's mod
 
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
+from django.http import HttpResponseBadRequest
 from django.urls import path, reverse
 from django.utils.translation import gettext_lazy as _
 
@@ -14,14 +15,6 @@ class GpuLoansAdminSite(admin.AdminSite):
     site_header = "gpuloans"
     site_title = "gpuloans"
     index_title = _("Operations")
-
-    def login(self, request, extra_context=None):
-        # The throttled form imports auth models, which this module (loaded with the app
-        # registry) cannot import at the top.
-        from config.auth import AdminLoginForm
-
-        self.login_form = AdminLoginForm
-        return super().login(request, extra_context)
 
     def get_urls(self):
         from metering.admin_samples import sample_list
@@ -55,7 +48,29 @@ class GpuLoansAdminSite(admin.AdminSite):
         return apps
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+DATE_PARTS = {"year": (1970, 2999), "month": (1, 12), "day": (1, 31)}
+
+
+class DatedAdmin(admin.ModelAdmin):
+    """A list with a date hierarchy whose `<field>__year` (month, day) is checked before
+    Django builds a date from it: `?hour__year=99999999999` answers 400 naming the range,
+    instead of an overflow and a 500."""
+
+    def changelist_view(self, request, extra_context=None):
+        if self.date_hierarchy:
+            for part, (least, most) in DATE_PARTS.items():
+                name = f"{self.date_hierarchy}__{part}"
+                raw = request.GET.get(name)
+                if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 4
+                                            and least <= int(raw) <= most):
+                    return HttpResponseBadRequest(
+                        _("%(name)s must be a whole number from %(least)s to %(most)s.")
+                        % {"name": name, "least": least, "most": most},
+                        content_type="text/plain; charset=utf-8")
+        return super().changelist_view(request, extra_context)
+
+
+class ReadOnlyAdmin(DatedAdmin):
     """For records that jobs write and nobody edits: statements, rollups."""
 
     def has_add_permission(self, request) -> bool:

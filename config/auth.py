@@ -1,46 +1,55 @@
-"""Login throttling: after LOGIN_FAILURES_ALLOWED failed attempts for one username from one
-address within LOGIN_LOCKOUT_MINUTES, further attempts are refused without checking the
-password until the window passes. Shared by the pages' login and the admin's."""
+"""Login throttling, by django-axes: after LOGIN_FAILURES_ALLOWED failed attempts for one
+username from one client address within LOGIN_LOCKOUT_MINUTES, further attempts are refused
+(429) without checking the password until the window passes. Axes keeps the counts in the
+database, so every worker shares them; the pages' login, the admin's and the password change
+form all go through it. The username is counted as Django reads it (NFKC, as
+AbstractBaseUser.normalize_username), so `ｒecsys-member` in fullwidth letters is the same
+user, and the address is the client's behind a trusted proxy (config.clientip)."""
 
-import hashlib
+import unicodedata
 
 from django.conf import settings
-from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth.forms import AuthenticationForm
-from django.core.cache import cache
+from django.contrib.auth import authenticate
+from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
-from django.utils.translation import gettext_lazy as _
+from django.http import HttpResponse
+from django.shortcuts import render
+
+from config.clientip import client_ip  # noqa: F401 - AXES_CLIENT_IP_CALLABLE
 
 
-def _key(request, username: str) -> str:
-    address = request.META.get("REMOTE_ADDR", "") if request else ""
-    digest = hashlib.sha256(f"{username.lower()}|{address}".encode()).hexdigest()
-    return f"login-failures:{digest}"
+def username_of(request, credentials: dict) -> str:
+    """AXES_USERNAME_CALLABLE: the name as the login form will look it up."""
+    raw = (credentials or {}).get("username") or ""
+    return unicodedata.normalize("NFKC", str(raw))[:150]
 
 
-class ThrottledLogin:
-    """Mixin for Django's authentication forms."""
-
-    def clean(self):
-        username = self.data.get("username", "")[:150]
-        key = _key(self.request, username)
-        if cache.get(key, 0) >= settings.LOGIN_FAILURES_ALLOWED:
-            raise ValidationError(
-                _("Too many failed attempts. Try again in %(minutes)s minutes."),
-                code="throttled", params={"minutes": settings.LOGIN_LOCKOUT_MINUTES})
-        try:
-            return super().clean()
-        except ValidationError:
-            try:
-                cache.incr(key)
-            except ValueError:  # first failure in the window
-                cache.set(key, 1, settings.LOGIN_LOCKOUT_MINUTES * 60)
-            raise
+def locked_out(request, original_response=None, credentials=None) -> HttpResponse:
+    """AXES_LOCKOUT_CALLABLE: the paused login, said in the page's language (429)."""
+    return render(request, "registration/locked_out.html", {
+        "lockout_minutes": settings.LOGIN_LOCKOUT_MINUTES,
+        "failure_limit": settings.AXES_FAILURE_LIMIT}, status=429)
 
 
-class LoginForm(ThrottledLogin, AuthenticationForm):
-    pass
+class ThrottledPasswordChangeForm(PasswordChangeForm):
+    """The old password is checked through authenticate(), so wrong guesses count towards
+    the same lockout as the login's (a stolen session cannot try passwords freely)."""
+
+    def __init__(self, user, *args, request=None, **kwargs):
+        self.request = request
+        super().__init__(user, *args, **kwargs)
+
+    def clean_old_password(self) -> str:
+        old = self.cleaned_data["old_password"]
+        if authenticate(self.request, username=self.user.get_username(), password=old) is None:
+            raise ValidationError(self.error_messages["password_incorrect"],
+                                  code="password_incorrect")
+        return old
 
 
-class AdminLoginForm(ThrottledLogin, AdminAuthenticationForm):
-    pass
+class ThrottledPasswordChangeView(PasswordChangeView):
+    form_class = ThrottledPasswordChangeForm
+
+    def get_form_kwargs(self) -> dict:
+        return {**super().get_form_kwargs(), "request": self.request}

@@ -7,6 +7,7 @@ Redis. A malformed value stops the process at start-up with a message naming the
 
 import ipaddress
 import os
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -107,18 +108,29 @@ def celery_broker(url: str) -> tuple[str, dict]:
     )
 
 
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for: a deployment that forgets the variable fails closed (no debug pages,
+# no development key). `make demo` and `make test` set DEBUG=1.
+DEBUG = env_bool("DEBUG", False)
 
 SECRET_KEY = env_str("SECRET_KEY")
 if not SECRET_KEY:
     if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set when DEBUG is off. For development, set DEBUG=1 "
+            "(make demo and make test do).")
     SECRET_KEY = "development-only-not-secret"  # noqa: S105 - refused above outside DEBUG
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
 if not DEBUG and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off (comma-separated).")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# The reverse proxies in front of the application (deploy/nginx): from these, the client's
+# address is read from X-Forwarded-For (config/clientip.py). None by default.
+try:
+    TRUSTED_PROXIES = [ipaddress.ip_network(item, strict=False)
+                       for item in env_list("TRUSTED_PROXIES", [])]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"TRUSTED_PROXIES: {exc}") from None
 
 INSTALLED_APPS = [
     "config.admin.GpuLoansAdminConfig",
@@ -129,6 +141,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
+    "axes",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "loans",
@@ -137,6 +150,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.requestlog.RequestIdMiddleware",
     "metering.middleware.AgentEndpointMiddleware",
@@ -145,9 +159,14 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "config.headers.PrivateByDefault",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # turns a locked-out login into its 429 page
 ]
+# Axes first: it refuses a locked-out login before any password is checked.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
+                           "django.contrib.auth.backends.ModelBackend"]
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"
@@ -226,6 +245,24 @@ SESSION_COOKIE_SECURE = not DEBUG
 CSRF_COOKIE_SECURE = not DEBUG
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
+LANGUAGE_COOKIE_SECURE = not DEBUG
+LANGUAGE_COOKIE_HTTPONLY = True
+LANGUAGE_COOKIE_SAMESITE = "Lax"
+# Everything the pages, the admin, Plotly and the API docs load comes from this origin; no
+# inline script runs anywhere (static/js/site.js holds the pages' behaviour). Plotly adds its
+# own style rules at run time, hence inline styles.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'", "'unsafe-inline'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'self'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}}
 
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
@@ -279,6 +316,13 @@ ALERT_UNUSED_PERCENT = env_int("ALERT_UNUSED_PERCENT", 20)
 NODE_SILENT_AFTER_SECONDS = env_int("NODE_SILENT_AFTER_SECONDS", 3 * 60, minimum=1)
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
+# Webhooks go to public addresses only; list networks here to allow private ones too
+# ("10.20.0.0/16,fd00:1::/64"), for receivers inside the cluster.
+try:
+    WEBHOOK_ALLOWED_NETWORKS = [ipaddress.ip_network(item, strict=False)
+                                for item in env_list("WEBHOOK_ALLOWED_NETWORKS", [])]
+except ValueError as exc:
+    raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from None
 # Recommend another plan only when it would have been cheaper by this share.
 PLAN_SWITCH_MARGIN_PERCENT = env_int("PLAN_SWITCH_MARGIN_PERCENT", 10)
 BURST_MAX_DAYS = env_int("BURST_MAX_DAYS", 31, minimum=1)
@@ -294,6 +338,9 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# The most rows one page of a list endpoint returns (`?limit=`).
+API_MAX_PAGE_SIZE = env_int("API_MAX_PAGE_SIZE", 1000, minimum=1)
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -305,7 +352,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.negotiation.OperatorsBrowse",
+    "DEFAULT_PAGINATION_CLASS": "config.pagination.CappedPages",
     "PAGE_SIZE": 100,
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("API_RATE", "600/minute")},
@@ -340,8 +388,19 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
                              "filters": ["request_id"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
+    # django-axes logs every successful login's reset at INFO; lockouts are warnings.
+    "loggers": {"axes": {"level": "WARNING"}},
 }
 
-# Failed logins allowed per username and address before a lockout of this many minutes.
+# Failed logins allowed per username and client address before a lockout of this many
+# minutes (django-axes, config/auth.py); the counts live in the database, shared by workers.
 LOGIN_FAILURES_ALLOWED = env_int("LOGIN_FAILURES_ALLOWED", 5, minimum=1)
 LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+AXES_FAILURE_LIMIT = LOGIN_FAILURES_ALLOWED
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_USERNAME_CALLABLE = "config.auth.username_of"
+AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
+AXES_LOCKOUT_CALLABLE = "config.auth.locked_out"
+AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False

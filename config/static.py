@@ -31,3 +31,19 @@ class PlotlyFinder(BaseFinder):
     def list(self, ignore_patterns):
         for name in FILES.values():
             yield name, self.storage
+
+
+def require_collected() -> None:
+    """Outside DEBUG the pages name hashed static files from the manifest collectstatic
+    writes; without it every page would answer 500. Called where the web process starts."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    backend = settings.STORAGES["staticfiles"]["BACKEND"]
+    if "Manifest" not in backend:
+        return
+    manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
+    if not manifest.is_file():
+        raise ImproperlyConfigured(
+            f"No collected static files in {settings.STATIC_ROOT} (STATIC_ROOT): run "
+            "`python manage.py collectstatic --no-input` before starting the web server.")

@@ -2,11 +2,11 @@ from django.conf.urls.i18n import i18n_patterns
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
 from config import metrics
-from config.auth import LoginForm
+from config.auth import ThrottledPasswordChangeView
 from loans import api, api_bursts, api_ledger, views, views_bursts, views_buy
 from metering import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
@@ -44,14 +44,15 @@ urlpatterns = [
          name="api-contract-terminate"),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves its start-up script as a file, so no inline script is needed.
+    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"),
+         name="api-docs"),
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=LoginForm),
-         name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("accounts/password/", auth_views.PasswordChangeView.as_view(),
+    path("accounts/password/", ThrottledPasswordChangeView.as_view(),
          name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(),
          name="password_change_done"),

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from config.admin import ReadOnlyAdmin
+from config.admin import DatedAdmin, ReadOnlyAdmin
 from loans import bursts
 from loans.admin_ledger import AmendmentInline
 from loans.models import (
@@ -68,7 +68,7 @@ class PlanAdmin(admin.ModelAdmin):
 
 
 @admin.register(Contract)
-class ContractAdmin(admin.ModelAdmin):
+class ContractAdmin(DatedAdmin):
     list_display = [
         "tenant", "plan", "starts_on", "ends_on", "status", "current_period", "used_of_committed",
         "cost_so_far",

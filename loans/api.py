@@ -13,7 +13,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from loans import charts
-from loans.access import contract_for_user, tenant_for_user
+from loans.access import contract_for_user, is_operator, tenant_for_user
 from loans.billing import local_midnight
 from loans.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
 from loans.figures import PeriodFigures
@@ -45,8 +45,28 @@ class ProtectedDestroyMixin:
             )
 
 
+class OperatorPermissions(permissions.DjangoModelPermissions):
+    """As the admin decides: an operator (loans.access.is_operator) holding the model
+    permission the request needs; reading needs view. An action that changes a row (rotating
+    a node's token) names the permission it needs in the view's `action_permissions`."""
+
+    perms_map = {**permissions.DjangoModelPermissions.perms_map,
+                 "GET": ["%(app_label)s.view_%(model_name)s"],
+                 "HEAD": ["%(app_label)s.view_%(model_name)s"],
+                 "OPTIONS": ["%(app_label)s.view_%(model_name)s"]}
+
+    def has_permission(self, request, view) -> bool:
+        if not is_operator(request.user):
+            return False
+        needed = getattr(view, "action_permissions", {}).get(getattr(view, "action", None))
+        if needed:
+            model = view.get_queryset().model._meta
+            return request.user.has_perm(f"{model.app_label}.{needed}_{model.model_name}")
+        return super().has_permission(request, view)
+
+
 class OperatorViewSet(ProtectedDestroyMixin, viewsets.ModelViewSet):
-    permission_classes = [permissions.IsAdminUser]
+    permission_classes = [OperatorPermissions]
 
 
 class TenantViewSet(OperatorViewSet):

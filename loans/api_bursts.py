@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from loans import bursts, manifests
-from loans.access import is_lead, tenant_for_user, tenants_for
+from loans.access import is_lead, may, tenant_for_user, tenants_for
 from loans.models import BurstEvent, BurstRequest, Contract
 
 
@@ -25,11 +25,22 @@ class BurstEventSerializer(serializers.ModelSerializer):
         fields = ["at", "state", "actor", "note"]
 
 
+class VisibleContract(serializers.PrimaryKeyRelatedField):
+    """Only the contracts of tenants the caller may see: the browsable API's choices list
+    no other tenant's, and an id of another's is refused as a missing one is."""
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        if request is None:
+            return Contract.objects.none()
+        return Contract.objects.filter(tenant__in=tenants_for(request.user))
+
+
 class BurstSerializer(serializers.ModelSerializer):
     tenant = serializers.CharField(source="contract.tenant.slug", read_only=True)
     requested_by = serializers.StringRelatedField()
     events = BurstEventSerializer(many=True, read_only=True)
-    contract = serializers.PrimaryKeyRelatedField(queryset=Contract.objects.all())
+    contract = VisibleContract()
     gpus = serializers.IntegerField(min_value=1, max_value=bursts.MAX_GPUS)
 
     class Meta:
@@ -62,8 +73,6 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         contract = data["contract"]
-        if not tenants_for(request.user).filter(pk=contract.tenant_id).exists():
-            raise serializers.ValidationError({"contract": [_("No such contract.")]})
         if not is_lead(request.user, contract.tenant_id):
             return Response({"detail": _("Only the tenant's leads ask for bursts.")},
                             status=status.HTTP_403_FORBIDDEN)
@@ -78,9 +87,10 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
     def _decide(self, request: Request, what: str) -> Response:
         burst = self.get_object()
         if what == "cancel":
-            allowed = is_lead(request.user, burst.contract.tenant_id) or request.user.is_staff
+            allowed = is_lead(request.user, burst.contract.tenant_id) or may(
+                request.user, "loans.change_burstrequest")
         else:
-            allowed = request.user.is_staff
+            allowed = may(request.user, "loans.change_burstrequest")
         if not allowed:
             return Response({"detail": _("You may not %(action)s this request.") % {
                 "action": what}}, status=status.HTTP_403_FORBIDDEN)

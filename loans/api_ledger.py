@@ -1,12 +1,12 @@
 """The ledger over the API: a contract's statements (JSON, CSV, FOCUS), its amendments, its
 termination. Leads read their own tenant's; operators read every contract and write."""
 
-import csv
 import io
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from loans.access import contract_for_user
+from config import spreadsheet
+from loans.access import contract_for_user, may
 from loans.models import Amendment, Contract
 from loans.services import amendments, exports, ledger
 
@@ -29,7 +30,7 @@ class _CSV(BaseRenderer):
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         out = io.StringIO()
-        writer = csv.writer(out)
+        writer = spreadsheet.writer(out)
         if isinstance(data, dict) and "columns" in data:
             writer.writerow(data["columns"])
             writer.writerows(data["rows"])
@@ -123,8 +124,8 @@ def _refusal(error: ValidationError) -> Response:
 
 
 def _operator(request: Request) -> None:
-    if not request.user.is_staff:
-        raise PermissionDenied("Only operators change contracts.")
+    if not may(request.user, "loans.add_amendment"):
+        raise PermissionDenied(_("Only operators change contracts."))
 
 
 class ContractAmendments(APIView):

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.http import HttpRequest
 
-from loans.access import tenants_for
+from loans.access import is_operator, tenants_for
 
 NAV_TENANTS = 8  # operators reach the rest from the fleet page
 
@@ -16,4 +16,5 @@ def site(request: HttpRequest) -> dict:
             return []
         return list(tenants_for(user)[:NAV_TENANTS])
 
-    return {"nav_tenants": nav_tenants, "TIME_ZONE": settings.TIME_ZONE}
+    return {"nav_tenants": nav_tenants, "TIME_ZONE": settings.TIME_ZONE,
+            "is_operator": lambda: user is not None and is_operator(user)}

@@ -88,6 +88,10 @@ def pick_period(
             _("period must be a period number, a date (YYYY-MM-DD) or \"current\"%(all)s; "
               "got %(value)s.") % {"all": _(" or \"all\"") if allow_all else "",
                                   "value": repr(value[:32])}) from None
+    if not billing.day_in_range(day):
+        raise PeriodChoiceError(
+            _("period must be a date from %(first)s to %(last)s; got %(day)s.")
+            % {"first": billing.FIRST_DAY, "last": billing.LAST_DAY, "day": day})
     moment = billing.local_midnight(day, contract.zone)
     period = next((p for p in started if p.contains(moment)), None)
     if period is None:

@@ -1,10 +1,11 @@
 """CSV for the usage API (`?format=csv`, or `Accept: text/csv`): the rows a spreadsheet reads.
 Refusals stay JSON (loans.api.TenantUsage.finalize_response)."""
 
-import csv
 import io
 
 from rest_framework.renderers import BaseRenderer
+
+from config import spreadsheet
 
 
 class UsageCSVRenderer(BaseRenderer):
@@ -15,7 +16,7 @@ class UsageCSVRenderer(BaseRenderer):
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         out = io.StringIO()
-        writer = csv.writer(out)
+        writer = spreadsheet.writer(out)
         writer.writerow(self.COLUMNS)
         writer.writerows([row[name] for name in self.COLUMNS] for row in data["rows"])
         return out.getvalue().encode()

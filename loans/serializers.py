@@ -13,6 +13,7 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
+from loans.billing import FIRST_DAY, LAST_DAY, day_in_range
 from loans.models import Contract, Plan, Tenant
 from metering.models import AttributionRule, Cluster, default_cluster
 from metering.usage import floor_hour
@@ -135,6 +136,10 @@ def _moment(raw: str, zone: ZoneInfo, name: str) -> datetime:
     if value is None and day is None:
         raise serializers.ValidationError(
             {name: _("%(value)s is not an ISO 8601 date or date-time.") % {"value": raw[:40]}})
+    if not day_in_range(day or value.date()):
+        raise serializers.ValidationError({name: _(
+            "%(name)s must be from %(first)s to %(last)s.") % {
+                "name": name, "first": FIRST_DAY, "last": LAST_DAY}})
     if value is None:
         value = datetime.combine(day, time(0), tzinfo=zone)
     elif timezone.is_naive(value):

@@ -1,6 +1,5 @@
 """The pages: a team lead's tenant page, the operators' fleet page, their CSV exports."""
 
-import csv
 from datetime import timedelta
 from functools import wraps
 
@@ -18,8 +17,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
+from config import spreadsheet
 from loans import bursts, charts, dashboard, fleet
-from loans.access import is_lead, tenant_for_user, tenants_for
+from loans.access import is_lead, is_operator, tenant_for_user, tenants_for
 from loans.billing import Period
 from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
 from loans.services import ledger
@@ -57,7 +57,7 @@ def operator_required(view):
     def check(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        if not request.user.is_staff:
+        if not is_operator(request.user):
             return render(request, "403.html", status=403)
         return view(request, *args, **kwargs)
 
@@ -81,7 +81,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """Operators land on the fleet; a member of one tenant on its page; others choose."""
-    if request.user.is_staff:
+    if is_operator(request.user):
         return redirect("fleet")
     tenants = list(tenants_for(request.user))
     if len(tenants) == 1:
@@ -215,7 +215,7 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{tenant.slug}-contract-{contract.pk}-periods.csv"')
-    writer = csv.writer(response)
+    writer = spreadsheet.writer(response)
     writer.writerow([
         "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
         "busy_gpu_hours", "corrected_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
@@ -270,7 +270,7 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
     sort, descending = _fleet_sort(request)
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="fleet.csv"'
-    writer = csv.writer(response)
+    writer = spreadsheet.writer(response)
     writer.writerow([
         "tenant", "plan", "contract", "period_start", "period_end", "committed_gpu_hours",
         "used_gpu_hours", "projected_gpu_hours", "projected_overage_cost", "projected_waste",

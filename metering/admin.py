@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from config.admin import ReadOnlyAdmin
+from config.admin import DatedAdmin, ReadOnlyAdmin
 from metering.models import (
     AttributionRule,
     Cluster,
@@ -254,7 +254,7 @@ class ReattributionForm(forms.ModelForm):
 
 
 @admin.register(Reattribution)
-class ReattributionAdmin(admin.ModelAdmin):
+class ReattributionAdmin(DatedAdmin):
     """Moves of usage between tenants, kept for good: what moved, from whom, by whom, why."""
 
     form = ReattributionForm

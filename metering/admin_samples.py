@@ -18,6 +18,7 @@ from metering.models import Node, UsageSample
 from metering.services import reported_by
 
 PAGE_SIZE = 100
+MAX_PAGE = 100_000  # further back, narrow the list by date instead
 EPOCH, FAR = datetime(2000, 1, 1, tzinfo=UTC), datetime(9999, 1, 1, tzinfo=UTC)
 
 
@@ -28,9 +29,9 @@ def _day_start(raw: str, field: str, errors: list[str]) -> datetime | None:
         day = parse_date(raw)
     except ValueError:
         day = None
-    if day is None:
-        errors.append(_("%(field)s: %(value)s is not a date (YYYY-MM-DD).")
-                      % {"field": field, "value": raw})
+    if day is None or not 1970 <= day.year <= 2999:
+        errors.append(_("%(field)s: %(value)s is not a date (YYYY-MM-DD) from 1970 to 2999.")
+                      % {"field": field, "value": raw[:40]})
         return None
     return datetime.combine(day, time(0), tzinfo=ZoneInfo(settings.TIME_ZONE))
 
@@ -59,11 +60,13 @@ def sample_list(request: HttpRequest) -> HttpResponse:
         samples = samples.filter(ts__gte=since)
     if until:
         samples = samples.filter(ts__lt=until)
-    try:
-        page = max(1, int(params.get("page", "1")))
-    except ValueError:
+    raw_page = params.get("page", "1")
+    if raw_page.isascii() and raw_page.isdigit() and 1 <= int(raw_page) <= MAX_PAGE:
+        page = int(raw_page)
+    else:
         page = 1
-        errors.append(_("page must be a whole number."))
+        errors.append(_("page must be a whole number from 1 to %(most)s.")
+                      % {"most": f"{MAX_PAGE:,}"})
     # No COUNT(*): the table holds every sample of the retention window. One row more than a
     # page says whether a next page exists.
     rows = list(samples[(page - 1) * PAGE_SIZE : page * PAGE_SIZE + 1])
@@ -82,7 +85,8 @@ def sample_list(request: HttpRequest) -> HttpResponse:
         "tenants": _tenant_choices(),
         "opts": UsageSample._meta,
     }
-    return TemplateResponse(request, "admin/metering/usagesample/list.html", context)
+    return TemplateResponse(request, "admin/metering/usagesample/list.html", context,
+                            status=400 if errors else 200)
 
 
 def _tenant_choices() -> list[tuple[str, str]]:

@@ -79,6 +79,17 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _not_json(error: Exception) -> str:
+    """Where the body stops being JSON, in our words rather than the parser's."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"body is not UTF-8 at byte {error.start}"
+    if isinstance(error, json.JSONDecodeError):
+        return f"body is not valid JSON at line {error.lineno}, column {error.colno}"
+    if isinstance(error, RecursionError):
+        return "body is not valid JSON: nested too deeply"
+    return "body is not valid JSON"
+
+
 def parse(body: bytes) -> Envelope:
     """The envelope of a batch, or ProtocolError(400) saying what is wrong with it."""
     try:
@@ -89,7 +100,7 @@ def parse(body: bytes) -> Envelope:
         try:
             data = json.loads(body, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as error:
-            raise ProtocolError(400, f"body is not valid JSON: {error}") from None
+            raise ProtocolError(400, _not_json(error)) from None
     if not isinstance(data, dict):
         raise ProtocolError(400, "body must be a JSON object with node and samples")
     node = data.get("node")

@@ -4,12 +4,12 @@ once) and re-attributions."""
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import mixins, permissions, serializers, viewsets
+from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from loans.api import OperatorViewSet
+from loans.api import OperatorPermissions, OperatorViewSet
 from loans.models import Tenant
 from loans.serializers import ModelCleanMixin
 from metering.models import Cluster, Node, Reattribution
@@ -58,6 +58,7 @@ class IssuedTokenSerializer(NodeSerializer):
 class NodeViewSet(OperatorViewSet):
     queryset = Node.objects.select_related("default_tenant")
     serializer_class = NodeSerializer
+    action_permissions = {"rotate_token": "change", "revoke_token": "change"}
 
     @extend_schema(responses={201: IssuedTokenSerializer})
     def create(self, request: Request, *args, **kwargs) -> Response:
@@ -101,7 +102,7 @@ class ReattributionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
     job) or the unattributed usage of a time range. Kept for good; never changed or deleted.
     Open periods change at once; closed ones get corrections on both sides."""
 
-    permission_classes = [permissions.IsAdminUser]
+    permission_classes = [OperatorPermissions]
     queryset = Reattribution.objects.select_related("tenant", "author")
     serializer_class = ReattributionSerializer
 

@@ -201,7 +201,7 @@ def test_the_sample_list_filters_and_answers_bad_input_with_a_message(client, op
     assert page.content.decode().count("<td>gpu-node-01</td>") == 10
     assert "GPU-aaaa" not in client.get(url, {"tenant": "-"}).content.decode()
     bad = client.get(url, {"since": "yesterday", "page": "x"})
-    assert bad.status_code == 200
+    assert bad.status_code == 400
     assert "yesterday is not a date" in bad.content.decode()
     assert "page must be a whole number" in bad.content.decode()
 

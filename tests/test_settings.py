@@ -18,8 +18,11 @@ PRODUCTION = {
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """manage.py with development settings (DEBUG=1) unless `env` says otherwise; a value of
+    None leaves the variable unset."""
     clean = {k: v for k, v in os.environ.items()
              if k not in ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "TIME_ZONE", "CELERY_BROKER_URL")}
+    env = {k: v for k, v in {"DEBUG": "1", **env}.items() if v is not None}
     return subprocess.run(
         [sys.executable, "manage.py", *args], cwd=ROOT, env={**clean, **env},
         capture_output=True, text=True, timeout=120,
@@ -28,6 +31,7 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize(("env", "message"), [
     ({"DEBUG": "0"}, "SECRET_KEY must be set when DEBUG is off."),
+    ({"DEBUG": None}, "SECRET_KEY must be set when DEBUG is off."),  # unset: off, closed
     ({"DEBUG": "maybe"}, "DEBUG='maybe' is not a boolean"),
     ({"DATABASE_URL": "mysql://db/gpuloans"}, "gpuloans supports sqlite:/// and postgres://"),
     ({"DATABASE_URL": "nonsense"}, "DATABASE_URL is not usable"),
@@ -73,3 +77,20 @@ def test_production_hashes_passwords_slowly_and_keeps_session_cookies_from_scrip
             "s.X_FRAME_OPTIONS)")
     result = manage("shell", "--no-imports", "-c", code, **PRODUCTION)
     assert result.stdout.split()[-3:] == ["PBKDF2PasswordHasher", "True", "DENY"]
+
+
+def test_without_collected_static_files_the_web_server_refuses_to_start(tmp_path):
+    """Outside DEBUG every page names hashed static files; without them each would be a 500."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import config.wsgi"], cwd=ROOT, capture_output=True, text=True,
+        env={**os.environ, **PRODUCTION, "STATIC_ROOT": str(tmp_path)}, timeout=120)
+    assert result.returncode != 0
+    assert "run `python manage.py collectstatic --no-input`" in result.stderr
+    assert str(tmp_path) in result.stderr
+
+
+def test_production_language_cookie_is_secure_and_kept_from_scripts():
+    code = ("from django.conf import settings as s; print(s.LANGUAGE_COOKIE_SECURE, "
+            "s.LANGUAGE_COOKIE_HTTPONLY, s.LANGUAGE_COOKIE_SAMESITE)")
+    result = manage("shell", "--no-imports", "-c", code, **PRODUCTION)
+    assert result.stdout.split()[-3:] == ["True", "True", "Lax"]

@@ -7,6 +7,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from loans.models.fields import slug_validator, split_emails, validate_emails
+from loans.webhooks import validate_webhook_url
 
 
 class Tenant(models.Model):
@@ -19,8 +20,10 @@ class Tenant(models.Model):
         help_text=_("Addresses told of alerts, one per line or comma-separated."),
     )
     webhook_url = models.URLField(
-        _("alert webhook"), blank=True, validators=[URLValidator(schemes=["http", "https"])],
-        help_text=_("Receives each alert opened or resolved as a JSON POST (retried)."),
+        _("alert webhook"), blank=True,
+        validators=[URLValidator(schemes=["http", "https"]), validate_webhook_url],
+        help_text=_("Receives each alert opened or resolved as a JSON POST (retried); "
+                    "public addresses only."),
     )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 

@@ -1,6 +1,7 @@
 """Alerts: each raised once, kept up to date, resolved when its condition clears; notified by
 e-mail and by a webhook that is retried until the receiver takes it."""
 
+import ipaddress
 import json
 import threading
 from datetime import timedelta
@@ -162,7 +163,9 @@ class Receiver(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    """A receiver on loopback, which webhooks reach only where the setting allows it."""
+    settings.WEBHOOK_ALLOWED_NETWORKS = [ipaddress.ip_network("127.0.0.0/8")]
     Receiver.answers, Receiver.bodies = [503, 500], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     thread = threading.Thread(target=server.serve_forever, daemon=True)

@@ -3,11 +3,13 @@ between them, started as a separate process against the test database."""
 
 import http.client
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 import redis
@@ -78,6 +80,23 @@ class Server:
 
     def post(self, path: str, body: bytes, **headers: str) -> tuple[int, bytes]:
         return self.request("POST", path, body, **headers)
+
+    def login(self, username: str, password: str) -> tuple[int, bytes]:
+        """The login form as a browser posts it: its CSRF cookie and token, then the POST.
+        Each request is a new connection, so gunicorn's workers take them as they come."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            conn.request("GET", "/en/accounts/login/")
+            page = conn.getresponse()
+            html = page.read().decode()
+            cookie = page.getheader("Set-Cookie", "").split(";")[0]
+        finally:
+            conn.close()
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+        form = urlencode({"csrfmiddlewaretoken": token, "username": username,
+                          "password": password}).encode()
+        return self.post("/en/accounts/login/", form, Cookie=cookie,
+                         **{"Content-Type": "application/x-www-form-urlencoded"})
 
     def request(self, method: str, path: str, body: bytes | None, **headers: str
                 ) -> tuple[int, bytes]:

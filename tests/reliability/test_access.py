@@ -1,5 +1,7 @@
 """Every URL against every kind of caller: anonymous, an agent's node token, a member, the
-lead of another tenant, the lead, an operator. One table; a URL added without a row fails
+lead of another tenant, the lead, a staff user without permissions, an operator. A staff user
+gets what the lead of another tenant gets unless a row names "staff": being staff is not being
+an operator (the operators group, or a superuser, is). One table; a URL added without a row fails
 test_every_url_has_a_row. Scrapes come from outside the metrics allow-list, so /metrics
 answers to its token only (tests/test_metrics.py)."""
 
@@ -14,7 +16,7 @@ from django.utils import timezone
 from loans.models import Amendment, BurstRequest, Contract, Recommendation
 from metering.models import Node, Reattribution
 
-ACTORS = ("anonymous", "agent", "member", "outsider", "lead", "operator")
+ACTORS = ("anonymous", "agent", "member", "outsider", "lead", "staff", "operator")
 OUTSIDE = "203.0.113.9"
 # A status, or a redirect: (302, where it leads).
 LOGIN, ADMIN_LOGIN = (302, "/en/accounts/login/"), (302, "/en/admin/login/")
@@ -110,7 +112,7 @@ TABLE = {
                           "operator": 200}),
     # Pages.
     "home": ("GET", "/en/", {"*": LOGIN, "member": BACK, "outsider": (302, "/en/tenants/speech/"),
-                             "lead": BACK, "operator": (302, "/en/fleet/")}),
+                             "lead": BACK, "staff": 200, "operator": (302, "/en/fleet/")}),
     "login": ("GET", "/en/accounts/login/", {"*": 200}),
     "logout": ("POST", "/en/accounts/logout/", {"*": LOGIN}),
     "password_change": ("GET", "/en/accounts/password/", {"*": 200, "anonymous": LOGIN,
@@ -138,7 +140,7 @@ TABLE = {
     "fleet-csv": ("GET", "/en/fleet.csv", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
                                            "operator": 200}),
     # The admin: operators only; everyone else is sent to its login.
-    "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "operator": 200}),
+    "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "staff": 200, "operator": 200}),
 }
 # Who changes something with each POST; for everyone else the same request changes nothing.
 MUTATORS = {
@@ -169,7 +171,16 @@ def test_every_url_has_a_row():
 
 
 @pytest.fixture
-def world(tenant, other_tenant, contract, plan, member, lead, outsider, operator):
+def staff(db):
+    """Staff, without a permission or a membership."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user(username="staffer", password="x" * 20,
+                                                is_staff=True)
+
+
+@pytest.fixture
+def world(tenant, other_tenant, contract, plan, member, lead, outsider, operator, staff):
     node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
     now = timezone.now()
     burst = BurstRequest.objects.create(
@@ -183,7 +194,7 @@ def world(tenant, other_tenant, contract, plan, member, lead, outsider, operator
     clients = {actor: Client(REMOTE_ADDR=OUTSIDE) for actor in ACTORS}
     clients["agent"].defaults["HTTP_AUTHORIZATION"] = f"Bearer {node.issue_token()}"
     for actor, user in (("member", member), ("outsider", outsider), ("lead", lead),
-                        ("operator", operator)):
+                        ("staff", staff), ("operator", operator)):
         clients[actor].force_login(user)
     ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk,
            "a": move.pk}
@@ -221,7 +232,8 @@ CASES = [(name, actor) for name in TABLE for actor in ACTORS]
 def test_each_caller_gets_exactly_what_it_should(world, name, actor):
     clients, ids = world
     method, path, expected = TABLE[name]
-    want = expected.get(actor, expected["*"])
+    want = expected.get(actor, expected.get("outsider", expected["*"]) if actor == "staff"
+                        else expected["*"])
     url = path.format(**ids)
     before = fingerprint()
     if method == "GET":
@@ -294,13 +306,15 @@ def admin_pages() -> list[str]:
 
 @pytest.mark.parametrize("path", admin_pages())
 def test_the_admin_is_for_operators(world, path):
-    """Every model's page in the admin: operators see it; everyone else is sent to the
-    admin's login, whatever else they may do elsewhere."""
+    """Every model's page in the admin: operators see it; staff without its permission are
+    refused; everyone else is sent to the admin's login, whatever else they may do elsewhere."""
     clients, _ids = world
     for actor in ACTORS:
         response = clients[actor].get(path)
         if actor == "operator":
             assert response.status_code == 200, (path, response.status_code)
+        elif actor == "staff":
+            assert response.status_code == 403, (path, response.status_code)
         else:
             assert response.status_code == 302, (path, actor, response.status_code)
             assert response["Location"].startswith("/en/admin/login/"), response["Location"]
