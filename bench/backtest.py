@@ -7,7 +7,7 @@ noise, and three-day training bursts) bent into a shape: steady, growing, season
 shrinking. For every month after the first, each policy picks the commitment from the months
 before it, and pays for the month as billed: C * r_c + max(0, U - C) * r_o.
 
-  recommender   loans.recommend.advise_commitment (what the daily job recommends)
+  recommender   loans.maths.recommend.advise_commitment (what the daily job recommends)
   keep          the commitment signed at the start (the first month's usage), never changed
   80% of avg    80% of the average monthly usage so far
 
@@ -33,8 +33,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("DEBUG", "1")  # no server and no secrets: development settings
 django.setup()  # the demo generator lives beside the demo's models; no database is touched
 
-from loans import recommend  # noqa: E402
 from loans.demo import STORIES, gpus_held, is_bursting  # noqa: E402
+from loans.maths import recommend  # noqa: E402
 
 MONTH_HOURS = 30 * 24
 ZONE = ZoneInfo("Asia/Shanghai")

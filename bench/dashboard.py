@@ -50,7 +50,7 @@ def load(gpus: int, days: int, now: datetime):
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from loans.billing import add_months
+    from loans.maths.billing import add_months
     from loans.models import Contract, Membership, Plan, Tenant
     from metering import partitions
     from metering.models import Gpu, Node

@@ -40,7 +40,7 @@ def timed(label: str, function):
 def load(contracts: int, days: int, now) -> None:
     from django.db import connection
 
-    from loans.billing import add_months
+    from loans.maths.billing import add_months
     from loans.models import Contract, Plan, Tenant
 
     plans = [Plan.objects.create(
@@ -89,8 +89,8 @@ def main() -> None:
     from django.utils import timezone
 
     django.setup()
-    from loans.advising import refresh_recommendations
-    from loans.alerting import evaluate_alerts
+    from loans.services.advice import refresh_recommendations
+    from loans.services.alerts import evaluate_alerts
     from loans.services.closing import close_due_periods
 
     call_command("migrate", verbosity=0)

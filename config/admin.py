@@ -6,7 +6,6 @@ get a read-only list view of their own, shown in the index beside metering's mod
 
 from django.contrib import admin
 from django.contrib.admin.apps import AdminConfig
-from django.http import HttpResponseBadRequest
 from django.urls import path, reverse
 from django.utils.translation import gettext_lazy as _
 
@@ -46,41 +45,6 @@ class GpuLoansAdminSite(admin.AdminSite):
                 )
                 app["models"].sort(key=lambda model: str(model["name"]))
         return apps
-
-
-DATE_PARTS = {"year": (1970, 2999), "month": (1, 12), "day": (1, 31)}
-
-
-class DatedAdmin(admin.ModelAdmin):
-    """A list with a date hierarchy whose `<field>__year` (month, day) is checked before
-    Django builds a date from it: `?hour__year=99999999999` answers 400 naming the range,
-    instead of an overflow and a 500."""
-
-    def changelist_view(self, request, extra_context=None):
-        if self.date_hierarchy:
-            for part, (least, most) in DATE_PARTS.items():
-                name = f"{self.date_hierarchy}__{part}"
-                raw = request.GET.get(name)
-                if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 4
-                                            and least <= int(raw) <= most):
-                    return HttpResponseBadRequest(
-                        _("%(name)s must be a whole number from %(least)s to %(most)s.")
-                        % {"name": name, "least": least, "most": most},
-                        content_type="text/plain; charset=utf-8")
-        return super().changelist_view(request, extra_context)
-
-
-class ReadOnlyAdmin(DatedAdmin):
-    """For records that jobs write and nobody edits: statements, rollups."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class GpuLoansAdminConfig(AdminConfig):

@@ -4,7 +4,7 @@ username from one client address within LOGIN_LOCKOUT_MINUTES, further attempts 
 database, so every worker shares them; the pages' login, the admin's and the password change
 form all go through it. The username is counted as Django reads it (NFKC, as
 AbstractBaseUser.normalize_username), so `ｒecsys-member` in fullwidth letters is the same
-user, and the address is the client's behind a trusted proxy (config.clientip)."""
+user, and the address is the client's behind a trusted proxy (core.clientip)."""
 
 import unicodedata
 
@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.shortcuts import render
 
-from config.clientip import client_ip  # noqa: F401 - AXES_CLIENT_IP_CALLABLE
+from core.clientip import client_ip  # noqa: F401 - AXES_CLIENT_IP_CALLABLE
 
 
 def username_of(request, credentials: dict) -> str:

@@ -43,6 +43,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 
+from core.bearer import bearer_token
+
 log = logging.getLogger(__name__)
 
 http_requests = Counter("gpuloans_http_requests", "HTTP requests answered.",
@@ -156,7 +158,7 @@ class DatabaseCollector:
 
     @staticmethod
     def _commitment_rows() -> list:
-        from loans.fleet import contract_statuses
+        from loans.services.fleet_status import contract_statuses
 
         return [(s.contract.tenant.slug, str(s.contract.pk),
                  (float(s.figures.committed_gpu_hours), float(s.figures.used_gpu_hours),
@@ -174,9 +176,8 @@ PROXIED = ("X-Forwarded-For", "X-Real-IP", "Forwarded")
 def _allowed(request: HttpRequest) -> bool:
     expected = settings.METRICS_TOKEN
     if expected:
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
-                                                               expected.encode()):
+        given = bearer_token(request.headers.get("Authorization", ""))
+        if given is not None and hmac.compare_digest(given.encode(), expected.encode()):
             return True
     if any(name in request.headers for name in PROXIED):
         return False

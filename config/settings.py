@@ -125,7 +125,7 @@ if not DEBUG and not ALLOWED_HOSTS:
     raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off (comma-separated).")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # The reverse proxies in front of the application (deploy/nginx): from these, the client's
-# address is read from X-Forwarded-For (config/clientip.py). None by default.
+# address is read from X-Forwarded-For (core/clientip.py). None by default.
 try:
     TRUSTED_PROXIES = [ipaddress.ip_network(item, strict=False)
                        for item in env_list("TRUSTED_PROXIES", [])]
@@ -182,7 +182,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "loans.context_processors.site",
+                "loans.web.context_processors.site",
             ],
         },
     },
@@ -347,13 +347,13 @@ LOGOUT_REDIRECT_URL = "login"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "loans.tokens.ApiTokenAuthentication",
+        "loans.api.auth.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.negotiation.OperatorsBrowse",
-    "DEFAULT_PAGINATION_CLASS": "config.pagination.CappedPages",
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.CappedPages",
     "PAGE_SIZE": 100,
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": env_str("API_RATE", "600/minute")},
@@ -400,7 +400,7 @@ AXES_FAILURE_LIMIT = LOGIN_FAILURES_ALLOWED
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_USERNAME_CALLABLE = "config.auth.username_of"
-AXES_CLIENT_IP_CALLABLE = "config.clientip.client_ip"
+AXES_CLIENT_IP_CALLABLE = "core.clientip.client_ip"
 AXES_LOCKOUT_CALLABLE = "config.auth.locked_out"
 AXES_RESET_ON_SUCCESS = True
 AXES_VERBOSE = False

@@ -7,7 +7,12 @@ from rest_framework.routers import DefaultRouter
 
 from config import metrics
 from config.auth import ThrottledPasswordChangeView
-from loans import api, api_bursts, api_ledger, views, views_bursts, views_buy
+from loans.api import bursts as api_bursts
+from loans.api import ledger as api_ledger
+from loans.api import views as api
+from loans.web import bursts as views_bursts
+from loans.web import buy as views_buy
+from loans.web import views
 from metering import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
 

@@ -3,22 +3,8 @@
 from django.db.models import QuerySet
 from django.http import Http404
 
+from core.roles import OPERATORS, is_operator, may  # noqa: F401 - asked here by the apps
 from loans.models import Contract, Membership, Tenant
-
-OPERATORS = "operators"  # the group whose members run the fleet (made by loans.apps)
-
-
-def is_operator(user) -> bool:
-    """Operators are a role, not a flag: an active staff user who may view every tenant, as
-    the operators group grants (a superuser holds every permission). A staff user without
-    it sees what a member sees, as the admin shows such a user nothing."""
-    return bool(user.is_authenticated and user.is_active and user.is_staff
-                and user.has_perm("loans.view_tenant"))
-
-
-def may(user, permission: str) -> bool:
-    """An operator holding this model permission ("loans.change_burstrequest")."""
-    return is_operator(user) and user.has_perm(permission)
 
 
 def tenants_for(user) -> QuerySet[Tenant]:

@@ -4,11 +4,11 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from config.admin import DatedAdmin, ReadOnlyAdmin
-from loans import bursts
+from core.admin import DatedAdmin, ReadOnlyAdmin
 from loans.admin_ledger import AmendmentInline
 from loans.models import (
     Alert,
+    ApiToken,
     BurstEvent,
     BurstRequest,
     Contract,
@@ -18,9 +18,8 @@ from loans.models import (
     Recommendation,
     Tenant,
 )
-from loans.services import ledger
+from loans.services import bursts, ledger
 from loans.services.amendments import apply_recommendation
-from loans.tokens import ApiToken
 from metering.admin import show_tokens
 from metering.models import AttributionRule
 

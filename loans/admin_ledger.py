@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from config.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from loans.models import Amendment, Contract, CorrectionLine, Statement
 from loans.services import amendments
 

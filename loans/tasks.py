@@ -4,9 +4,9 @@ each is also a management command)."""
 from celery import shared_task
 from django.utils import timezone
 
-from loans import bursts, notify
-from loans.advising import refresh_recommendations
-from loans.alerting import evaluate_alerts
+from loans.services import bursts, notify
+from loans.services.advice import refresh_recommendations
+from loans.services.alerts import evaluate_alerts
 from loans.services.closing import close_due_periods
 
 RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 5}

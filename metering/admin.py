@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from config.admin import DatedAdmin, ReadOnlyAdmin
+from core.admin import DatedAdmin, ReadOnlyAdmin
 from metering.models import (
     AttributionRule,
     Cluster,

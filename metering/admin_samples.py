@@ -13,8 +13,7 @@ from django.template.response import TemplateResponse
 from django.utils.dateparse import parse_date
 from django.utils.translation import gettext as _
 
-from loans.models import Tenant
-from metering.models import Node, UsageSample
+from metering.models import Node, UsageSample, tenant_model
 from metering.services import reported_by
 
 PAGE_SIZE = 100
@@ -90,4 +89,4 @@ def sample_list(request: HttpRequest) -> HttpResponse:
 
 
 def _tenant_choices() -> list[tuple[str, str]]:
-    return [("-", _("unattributed"))] + list(Tenant.objects.values_list("slug", "name"))
+    return [("-", _("unattributed"))] + list(tenant_model().objects.values_list("slug", "name"))

@@ -14,6 +14,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from config import metrics
+from core.bearer import bearer_token
 from metering import protocol, wire
 from metering.ingest import Result, ingest, node_for_token
 from metering.models import Node
@@ -48,8 +49,7 @@ def _throttled(node: Node) -> int:
 
 
 def _token(request: HttpRequest) -> str | None:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+    return bearer_token(request.headers.get("Authorization", ""))
 
 
 def _body(request: HttpRequest, limit: int) -> bytes | HttpResponse:

@@ -1,4 +1,5 @@
-"""Writes that span rows of metering's tables."""
+"""Writes that span rows of metering's tables: what loans may ask of metering beside the reads
+of metering.usage (a node's creation, re-attribution, a tenant's attribution rules)."""
 
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -8,7 +9,6 @@ from django.db import transaction
 from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.utils.translation import gettext as _
 
-from loans.models import Tenant
 from metering.models import (
     Cluster,
     GpuTenure,
@@ -19,11 +19,16 @@ from metering.models import (
     UsageSample,
     default_cluster,
 )
+from metering.rules import (  # noqa: F401 - the tenant API's rules go through here
+    AttributionRuleSerializer,
+    replace_rules,
+    rule_clashes,
+)
 from metering.usage import rebuild_rollups
 
 
 @transaction.atomic
-def node_create(*, name: str, default_tenant: Tenant | None = None,
+def node_create(*, name: str, default_tenant=None,
                 cluster: Cluster | None = None) -> tuple[Node, str]:
     """A new node of `cluster` (the default cluster if None) and its token in clear (shown
     once, stored hashed)."""

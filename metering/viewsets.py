@@ -9,10 +9,8 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from loans.api import OperatorPermissions, OperatorViewSet
-from loans.models import Tenant
-from loans.serializers import ModelCleanMixin
-from metering.models import Cluster, Node, Reattribution
+from core.api import ModelCleanMixin, OperatorPermissions, OperatorViewSet
+from metering.models import Cluster, Node, Reattribution, tenant_model
 from metering.services import reattribute
 
 
@@ -33,7 +31,7 @@ class ClusterViewSet(OperatorViewSet):
 
 class NodeSerializer(ModelCleanMixin, serializers.ModelSerializer):
     default_tenant = serializers.SlugRelatedField(
-        slug_field="slug", queryset=Tenant.objects.all(), allow_null=True, required=False)
+        slug_field="slug", queryset=tenant_model().objects.all(), allow_null=True, required=False)
     cluster = serializers.SlugRelatedField(
         slug_field="name", queryset=Cluster.objects.all(), required=False,
         help_text="The node's cluster (default: the default cluster).")
@@ -86,7 +84,7 @@ class NodeViewSet(OperatorViewSet):
 
 
 class ReattributionSerializer(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    tenant = serializers.SlugRelatedField(slug_field="slug", queryset=tenant_model().objects.all())
     author = serializers.StringRelatedField()
 
     class Meta:

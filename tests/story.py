@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from loans.figures import HourUsage
+from loans.maths.figures import HourUsage
 from metering.models import AttributionRule, Gpu, Node
 
 NOW = datetime(2026, 12, 3, 4, 0, tzinfo=UTC)  # period 2 of the contract, 3.5 days in

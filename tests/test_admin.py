@@ -9,8 +9,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from loans.models import Amendment, Contract, Plan, Recommendation
-from loans.tokens import ApiToken
+from loans.models import Amendment, ApiToken, Contract, Plan, Recommendation
 from metering.models import (
     AttributionRule,
     DeviceRefusal,

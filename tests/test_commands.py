@@ -9,9 +9,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from loans.demo import OPERATOR, STORIES
-from loans.models import Contract, Membership, Plan, Tenant
+from loans.models import ApiToken, Contract, Membership, Plan, Tenant
 from loans.services import ledger
-from loans.tokens import ApiToken
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount

@@ -63,7 +63,7 @@ def test_a_good_login_before_the_limit_goes_through(client, lead, settings):
 
 def test_no_secret_reaches_the_logs(client, db, lead, operator, caplog):
     """Tokens and passwords, given right and wrong, in headers, bodies and query strings."""
-    from loans.tokens import ApiToken
+    from loans.models import ApiToken
     from metering.models import Node
 
     node = Node.objects.create(name="gpu-node-01")

@@ -21,7 +21,7 @@ from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
 from loans.models.statements import CorrectionLine, Statement
 from loans.models.tenants import Membership, Tenant
-from loans.tokens import ApiToken
+from loans.models.tokens import ApiToken
 
 __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",

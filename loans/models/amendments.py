@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from loans.billing import Terms
+from loans.maths.billing import Terms
 from loans.models.contracts import Contract
 
 INTEGER_TERMS = ("base_quota_gpus", "max_quota_gpus", "term_months")

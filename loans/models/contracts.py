@@ -19,8 +19,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from loans import billing
-from loans.billing import Terms
+from loans.maths import billing
+from loans.maths.billing import Terms
 from loans.models.fields import (
     MAX_HOURS_PER_PERIOD,
     MAX_TERM_MONTHS,

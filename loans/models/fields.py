@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator, validate_email
 from django.utils.translation import gettext_lazy as _
 
+from core.addresses import validate_public_url
+
 # A period can hold at most 31 days of the max quota; a commitment above that can never be met.
 MAX_HOURS_PER_PERIOD = 31 * 24
 MAX_TERM_MONTHS = 120
@@ -55,3 +57,8 @@ def validate_emails(value: str) -> None:
                 _("%(address)s is not an e-mail address."), params={"address": address[:80]},
                 code="invalid",
             ) from None
+
+
+def validate_webhook_url(url: str) -> None:
+    """A webhook must point at a public address (core.addresses), checked when saved too."""
+    validate_public_url(url)

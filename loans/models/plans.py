@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
-from loans import billing
+from loans.maths import billing
 from loans.models.fields import (
     MAX_HOURS_PER_PERIOD,
     MAX_TERM_MONTHS,

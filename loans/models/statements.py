@@ -8,7 +8,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
-from loans import billing
+from loans.maths import billing
 from loans.models.contracts import Contract
 
 
@@ -103,7 +103,7 @@ class Statement(models.Model):
 
 class CorrectionLine(models.Model):
     """A correction a statement carries for an earlier, closed period: the period re-priced
-    with its own terms (loans.billing.Correction). Two figures print on it, each rate x
+    with its own terms (loans.maths.billing.Correction). Two figures print on it, each rate x
     GPU-hours to the cent: the overage billed before and the overage now; the amount is their
     difference. Written with its statement; never updated."""
 

@@ -6,8 +6,12 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from loans.models.fields import slug_validator, split_emails, validate_emails
-from loans.webhooks import validate_webhook_url
+from loans.models.fields import (
+    slug_validator,
+    split_emails,
+    validate_emails,
+    validate_webhook_url,
+)
 
 
 class Tenant(models.Model):

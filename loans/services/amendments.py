@@ -11,11 +11,12 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from loans import billing, bursts
-from loans.billing import Terms
+from loans.maths import billing
+from loans.maths.billing import Terms
 from loans.models import Amendment, Contract, Plan, Recommendation, Statement
 from loans.models.amendments import INTEGER_TERMS
 from loans.models.fields import MAX_HOURS_PER_PERIOD
+from loans.services import bursts
 
 Kind = Recommendation.Kind
 # Recommendations that change terms, and how their recommended value reads.

@@ -15,10 +15,10 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from loans import billing
+from loans.maths import billing
 from loans.models import Contract, CorrectionLine, Statement
 from loans.services import ledger
-from metering import fleet
+from metering.usage import fleet
 
 COMPLETENESS = Decimal("0.0001")
 ZERO = Decimal(0)

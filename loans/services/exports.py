@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from loans import billing
+from loans.maths import billing
 from loans.models import Contract, CorrectionLine, Statement
 from loans.services.ledger import Ledger
 

@@ -18,8 +18,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Prefetch
 
-from loans import billing
-from loans.billing import Correction, PeriodCost, Terms
+from loans.maths import billing
+from loans.maths.billing import Correction, PeriodCost, Terms
 from loans.models import Contract, CorrectionLine, Statement
 from metering import usage
 

@@ -39,5 +39,11 @@ __all__ = [
     "AttributionRule", "Cluster", "DeviceRefusal", "Gpu", "GpuHour", "GpuTenure", "HourlyRollup",
     "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "TenantHour",
     "UsageSample", "default_cluster", "hash_token", "node_name_validator", "parent_of",
-    "share_of",
+    "share_of", "tenant_model",
 ]
+
+
+def tenant_model():
+    """The tenant, as metering knows it: the target of its foreign keys ("loans.Tenant").
+    Metering imports nothing of loans; it asks its own field where the key points."""
+    return Node._meta.get_field("default_tenant").related_model

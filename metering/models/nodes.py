@@ -1,6 +1,5 @@
 """Clusters, nodes and their agent tokens."""
 
-import hashlib
 import hmac
 import secrets
 
@@ -10,17 +9,14 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from core.bearer import hash_token  # noqa: F401 - metering.models.hash_token, as before
+
 TOKEN_PREFIX = "gpln_"
 
 node_name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$",
     _("Use 1-63 letters, digits, dots, hyphens and underscores, starting with a letter or digit."),
 )
-
-
-def hash_token(token: str) -> str:
-    """Node tokens are 256-bit random strings, so one SHA-256 is as strong as a slow KDF here."""
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 DEFAULT_CLUSTER = "default"

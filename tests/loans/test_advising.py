@@ -3,8 +3,8 @@
 import pytest
 from django.core.management import call_command
 
-from loans.advising import refresh_recommendations
 from loans.models import Recommendation
+from loans.services.advice import refresh_recommendations
 from loans.services.amendments import amend
 from loans.tasks import recommend
 from tests.story import NOW

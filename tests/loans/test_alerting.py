@@ -14,8 +14,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from config.celery import app
-from loans.alerting import evaluate_alerts
 from loans.models import Alert, Contract
+from loans.services.alerts import evaluate_alerts
 from loans.services.amendments import amend
 from loans.tasks import check_alerts
 from metering.models import Gpu

@@ -9,8 +9,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from loans.models import Plan, Tenant
-from loans.tokens import ApiToken
+from loans.models import ApiToken, Plan, Tenant
 from metering.models import AttributionRule, Gpu, Node, UsageSample
 from metering.usage import floor_hour, rebuild_rollups
 

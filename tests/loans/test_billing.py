@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loans import billing
+from loans.maths import billing
 
 D = Decimal
 SHANGHAI = ZoneInfo("Asia/Shanghai")

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loans.burndown import Z90, burndown, trailing_rate
+from loans.maths.burndown import Z90, burndown, trailing_rate
 
 H = timedelta(hours=1)
 START = datetime(2026, 11, 1, tzinfo=UTC)

@@ -13,8 +13,8 @@ from django.db import connection
 from django.utils import timezone
 
 from config.celery import app
-from loans import bursts
 from loans.models import BurstRequest, Contract, Membership
+from loans.services import bursts
 from metering.models import AttributionRule, Gpu, Node
 
 URL = "/api/v1/bursts/"

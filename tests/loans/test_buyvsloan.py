@@ -5,7 +5,7 @@ from decimal import Decimal
 
 import pytest
 
-from loans import buyvsloan
+from loans.maths import buyvsloan
 from tests.story import NOW, START, expected_hours
 
 EXAMPLE = {"gpus": "8", "price_per_gpu": "200000", "overhead_per_gpu_year": "20000",

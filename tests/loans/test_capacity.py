@@ -10,8 +10,8 @@ import pytest
 import yaml
 from django.utils import timezone
 
-from loans import bursts, manifests
 from loans.models import BurstRequest, Contract, Plan
+from loans.services import bursts, manifests
 from loans.services.amendments import terminate
 from metering.models import AttributionRule, Gpu, Node
 from tests.loans.test_bursts import act, ask

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.core.cache import cache
 
-from loans.figures import period_figures
+from loans.maths.figures import period_figures
 from loans.models import Contract, Statement
 from tests.story import GPUS, NOW, START, expected_hours, held, story_hours, util
 

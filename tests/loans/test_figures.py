@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loans import charts
-from loans.billing import Period, Terms
-from loans.figures import HourUsage, period_figures
+from loans.maths.billing import Period, Terms
+from loans.maths.figures import HourUsage, period_figures
+from loans.web import charts
 from metering.usage import GpuDay
 
 H = timedelta(hours=1)

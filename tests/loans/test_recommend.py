@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loans import recommend
+from loans.maths import recommend
 
 RC, RO = Decimal("10"), Decimal("12")  # overage at 1.2x: commit at the 1/6 quantile
 

@@ -9,8 +9,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
-from loans.alerting import evaluate_alerts
 from loans.models import Alert
+from loans.services.alerts import evaluate_alerts
 from metering.ingest import forget_gpus
 from metering.models import (
     TENURE_START,

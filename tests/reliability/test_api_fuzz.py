@@ -14,7 +14,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from config.wsgi import application
-from loans.tokens import ApiToken
+from loans.models import ApiToken
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance,
           content_type_conformance]

@@ -18,10 +18,11 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.test import Client, RequestFactory
 
-from config.clientip import client_ip
-from loans import webhooks
+from core.clientip import client_ip
 from loans.access import OPERATORS
 from loans.models import Contract, Plan, Tenant
+from loans.models.fields import validate_webhook_url
+from loans.services import webhooks
 from metering.models import Node
 from tests.conftest import PASSWORD, make_user
 
@@ -213,12 +214,12 @@ REFUSED_URLS = [
 @pytest.mark.parametrize("url", REFUSED_URLS)
 def test_a_webhook_into_our_own_network_is_refused_when_saved(url):
     with pytest.raises(ValidationError) as refused:
-        webhooks.validate_webhook_url(url)
+        validate_webhook_url(url)
     assert "public" in str(refused.value)
 
 
 def test_a_public_webhook_is_accepted(db):
-    webhooks.validate_webhook_url("https://93.184.215.14/hook")
+    validate_webhook_url("https://93.184.215.14/hook")
     tenant = Tenant(slug="x", name="X", webhook_url="https://93.184.215.14/hook")
     tenant.full_clean()
 
@@ -358,7 +359,7 @@ def test_a_formula_in_a_name_reaches_no_spreadsheet_as_a_formula(client, operato
     ("\t=1", "'\t=1"), ("\r=1", "'\r=1"), ("plain", "plain"), (-5, "-5"), ("", ""),
 ])
 def test_every_formula_start_is_neutralised(cell, written):
-    from config import spreadsheet
+    from core import spreadsheet
 
     out = io.StringIO()
     spreadsheet.writer(out).writerow([cell])

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from loans.bursts import process_queue
+from loans.services.bursts import process_queue
 
 
 class Command(BaseCommand):

@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from loans.manifests import all_manifests
 from loans.models import Tenant
+from loans.services.manifests import all_manifests
 
 
 class Command(BaseCommand):

@@ -1,8 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from loans.models import Tenant
-from metering.models import Cluster
+from metering.models import Cluster, tenant_model
 from metering.services import node_create, validation_message
 
 
@@ -18,9 +17,10 @@ class Command(BaseCommand):
     def handle(self, *args, name: str, tenant: str | None, cluster: str | None, **options):
         default_tenant = None
         if tenant:
-            default_tenant = Tenant.objects.filter(slug=tenant).first()
+            tenants = tenant_model().objects
+            default_tenant = tenants.filter(slug=tenant).first()
             if default_tenant is None:
-                known = ", ".join(Tenant.objects.values_list("slug", flat=True)) or "none yet"
+                known = ", ".join(tenants.values_list("slug", flat=True)) or "none yet"
                 raise CommandError(f"No tenant {tenant!r} (known: {known}).")
         try:
             where = None

@@ -17,14 +17,15 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from config import spreadsheet
-from loans import bursts, charts, dashboard, fleet
+from core import spreadsheet
 from loans.access import is_lead, is_operator, tenant_for_user, tenants_for
-from loans.billing import Period
+from loans.maths.billing import Period
 from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
-from loans.services import ledger
-from loans.views_bursts import BurstForm
-from metering import fleet as metering_fleet
+from loans.services import bursts, dashboard, ledger
+from loans.services import fleet_status as fleet
+from loans.web import charts
+from loans.web.bursts import BurstForm
+from metering.usage import fleet as metering_fleet
 from metering.usage import floor_hour
 
 ALERT_HISTORY = 30

@@ -7,9 +7,9 @@ from datetime import datetime
 import yaml
 from django.utils.text import slugify
 
-from loans import bursts
 from loans.models import Contract, Tenant
-from metering.models import AttributionRule
+from loans.services import bursts
+from metering.usage import fleet
 
 COHORT = "gpuloans"
 GPU = "nvidia.com/gpu"
@@ -19,9 +19,7 @@ MANAGED = {"app.kubernetes.io/managed-by": "gpuloans"}
 def namespace_of(tenant: Tenant) -> str:
     """The namespace its attribution rules name first (the one attribution tries first: lower
     priority first), else the tenant's slug."""
-    rule = AttributionRule.objects.filter(
-        tenant=tenant, field=AttributionRule.Field.NAMESPACE).order_by("priority", "pk").first()
-    return rule.value if rule else tenant.slug
+    return fleet.first_namespace(tenant.pk) or tenant.slug
 
 
 def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:

@@ -12,9 +12,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from loans import bursts, manifests
 from loans.access import is_lead, may, tenant_for_user, tenants_for
 from loans.models import BurstEvent, BurstRequest, Contract
+from loans.services import bursts, manifests
 
 
 class BurstEventSerializer(serializers.ModelSerializer):

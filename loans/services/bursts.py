@@ -21,7 +21,7 @@ from django.db.models import Q, Sum
 from django.utils.translation import gettext as _
 
 from loans.models import BurstEvent, BurstRequest, Contract
-from metering import fleet
+from metering.usage import fleet
 
 MAX_GPUS = 100_000  # what one request may ask for, a sanity bound for forms and the API
 State = BurstRequest.State
@@ -144,7 +144,7 @@ def _lock() -> None:
 
 def _move(request: BurstRequest, state: str, now: datetime, actor=None, note: str = "",
           pool: str | None = None) -> None:
-    from loans.notify import notify_later
+    from loans.services.notify import notify_later
 
     request.state, request.decided_at = state, now
     if note:

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Q, Sum
 
-from metering.models import Gpu, GpuHour, Node, TenantHour
+from metering.models import AttributionRule, DeviceRefusal, Gpu, GpuHour, Node, TenantHour
 from metering.usage import floor_hour, sums_in
 
 COMPLETENESS_WINDOW = timedelta(hours=24)
@@ -138,3 +138,29 @@ def gpu_labels(gpu_ids: set[int]) -> dict[int, str]:
         for pk, node, index, uuid in Gpu.objects.filter(pk__in=gpu_ids).values_list(
             "pk", "node__name", "index", "uuid").order_by("node__name", "index", "uuid")
     }
+
+
+def held_whole_hour(hour: datetime) -> list[tuple[int, int, float, float]]:
+    """(tenant id, GPU id, allocated GPU-s, busy GPU-s) of GPUs a tenant held for the whole
+    of `hour` (the idle-GPU alert's evidence)."""
+    rows = GpuHour.objects.filter(hour=hour, tenant__isnull=False,
+                                  allocated_gpu_s__gte=3600 * 0.999)
+    return list(rows.values_list("tenant_id", "gpu_id", "allocated_gpu_s", "busy_gpu_s"))
+
+
+def silent_nodes(since: datetime) -> list[Node]:
+    """Nodes whose last batch came before `since`."""
+    return list(Node.objects.filter(last_seen_at__lt=since))
+
+
+def recent_refusals(since: datetime) -> list[DeviceRefusal]:
+    """Devices the meter refused since `since`, with their node and holder."""
+    return list(DeviceRefusal.objects.filter(last_at__gte=since).select_related("node", "holder"))
+
+
+def first_namespace(tenant_id: int) -> str | None:
+    """The namespace a tenant's attribution rules name first (lower priority first)."""
+    rule = AttributionRule.objects.filter(
+        tenant_id=tenant_id, field=AttributionRule.Field.NAMESPACE).order_by("priority",
+                                                                             "pk").first()
+    return rule.value if rule else None

@@ -1,4 +1,4 @@
-"""The recommendation job: reads each active contract's hourly history, asks loans.recommend,
+"""The recommendation job: reads each active contract's hourly history, asks loans.maths.recommend,
 and keeps one open recommendation per contract and kind up to date. A lead's decision is
 respected: a recommendation dismissed or accepted is not raised again with the same value."""
 
@@ -10,8 +10,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from loans import recommend
-from loans.billing import money
+from loans.maths import recommend
+from loans.maths.billing import money
 from loans.models import Contract, Plan, Recommendation
 from metering import usage
 

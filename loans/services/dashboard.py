@@ -9,9 +9,9 @@ from django.core.cache import cache
 from django.db.models import Case, IntegerField, Value, When
 from django.utils.translation import gettext as _
 
-from loans import billing
-from loans.burndown import TRAILING_WINDOW
-from loans.figures import HourUsage, PeriodFigures, period_figures
+from loans.maths import billing
+from loans.maths.burndown import TRAILING_WINDOW
+from loans.maths.figures import HourUsage, PeriodFigures, period_figures
 from loans.models import Contract, Tenant
 from loans.services import ledger
 from metering import usage

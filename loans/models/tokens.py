@@ -4,16 +4,13 @@ Like node tokens: random, shown once, stored as a SHA-256 hash. An operator's to
 tenant; a lead's reads only their own tenants, exactly as their login would.
 """
 
-import hmac
 import secrets
 
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from rest_framework import authentication, exceptions
 
-from metering.models import hash_token
+from core.bearer import hash_token
 
 API_TOKEN_PREFIX = "gplu_"
 LAST_USED_EVERY = 300  # seconds: record use at most this often, not on every request
@@ -44,27 +41,3 @@ class ApiToken(models.Model):
         record = cls.objects.create(user=user, name=name, token_hash=hash_token(token),
                                     token_prefix=token[: len(API_TOKEN_PREFIX) + 6])
         return record, token
-
-
-class ApiTokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Bearer gplu_...`; anything else is left to the other authenticators."""
-
-    def authenticate(self, request):
-        scheme, _space, token = request.headers.get("Authorization", "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token.startswith(API_TOKEN_PREFIX):
-            return None
-        digest = hash_token(token)
-        record = ApiToken.objects.select_related("user").filter(token_hash=digest).first()
-        if record is None or not hmac.compare_digest(record.token_hash, digest):
-            raise exceptions.AuthenticationFailed(_("Unknown or revoked API token."))
-        if not record.user.is_active:
-            raise exceptions.AuthenticationFailed(_("This token's user is inactive."))
-        now = timezone.now()
-        last = record.last_used_at
-        if last is None or (now - last).total_seconds() > LAST_USED_EVERY:
-            ApiToken.objects.filter(pk=record.pk).update(last_used_at=now)
-        return record.user, record
-
-    def authenticate_header(self, request) -> str:
-        return "Bearer"

@@ -8,10 +8,10 @@ from decimal import Decimal
 
 from django.db.models import Count
 
-from loans import bursts, dashboard
-from loans.billing import money
-from loans.figures import PeriodFigures
+from loans.maths.billing import money
+from loans.maths.figures import PeriodFigures
 from loans.models import Alert, Contract
+from loans.services import bursts, dashboard
 
 
 @dataclass(frozen=True)

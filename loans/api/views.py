@@ -1,72 +1,33 @@
 """The REST API for integrations and operators (DRF). The agents' endpoint is metering.api."""
 
-from django.db.models import ProtectedError
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import permissions, serializers, status, viewsets
+from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from loans import charts
-from loans.access import contract_for_user, is_operator, tenant_for_user
-from loans.billing import local_midnight
-from loans.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
-from loans.figures import PeriodFigures
-from loans.models import Contract, Plan, Tenant
-from loans.renderers import UsageCSVRenderer
-from loans.serializers import (
+from core.api import OperatorViewSet
+from loans.access import contract_for_user, tenant_for_user
+from loans.api.renderers import UsageCSVRenderer
+from loans.api.serializers import (
     ContractSerializer,
     PlanSerializer,
     TenantSerializer,
     UsageQuery,
     local_day,
 )
-from metering.fleet import gpu_labels
+from loans.maths.billing import local_midnight
+from loans.maths.figures import PeriodFigures
+from loans.models import Contract, Plan, Tenant
+from loans.services.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
+from loans.web import charts
 from metering.usage import Hour, tenant_hours
-
-
-class ProtectedDestroyMixin:
-    """Deleting what history depends on answers 409 with the reason, not a server error."""
-
-    def destroy(self, request: Request, *args, **kwargs) -> Response:
-        try:
-            return super().destroy(request, *args, **kwargs)
-        except ProtectedError as error:
-            used_by = sorted({obj._meta.verbose_name_plural for obj in error.protected_objects})
-            return Response(
-                {"detail": _("In use by %(what)s; it cannot be deleted.")
-                 % {"what": ", ".join(map(str, used_by))}},
-                status=status.HTTP_409_CONFLICT,
-            )
-
-
-class OperatorPermissions(permissions.DjangoModelPermissions):
-    """As the admin decides: an operator (loans.access.is_operator) holding the model
-    permission the request needs; reading needs view. An action that changes a row (rotating
-    a node's token) names the permission it needs in the view's `action_permissions`."""
-
-    perms_map = {**permissions.DjangoModelPermissions.perms_map,
-                 "GET": ["%(app_label)s.view_%(model_name)s"],
-                 "HEAD": ["%(app_label)s.view_%(model_name)s"],
-                 "OPTIONS": ["%(app_label)s.view_%(model_name)s"]}
-
-    def has_permission(self, request, view) -> bool:
-        if not is_operator(request.user):
-            return False
-        needed = getattr(view, "action_permissions", {}).get(getattr(view, "action", None))
-        if needed:
-            model = view.get_queryset().model._meta
-            return request.user.has_perm(f"{model.app_label}.{needed}_{model.model_name}")
-        return super().has_permission(request, view)
-
-
-class OperatorViewSet(ProtectedDestroyMixin, viewsets.ModelViewSet):
-    permission_classes = [OperatorPermissions]
+from metering.usage.fleet import gpu_labels
 
 
 class TenantViewSet(OperatorViewSet):

@@ -2,7 +2,7 @@
 a forecast from the trailing 7-day rate with a P10-P90 band. Pure: plain floats and datetimes.
 
 GPU-hours here feed charts and projections, so they are floats; money is priced elsewhere
-(loans.billing) from the meter's exact figures.
+(loans.maths.billing) from the meter's exact figures.
 """
 
 import math
@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from loans.billing import hours_between
+from loans.maths.billing import hours_between
 
 HOUR = timedelta(hours=1)
 TRAILING_WINDOW = timedelta(days=7)

@@ -11,9 +11,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from loans import bursts
 from loans.access import is_lead, tenant_for_user
 from loans.models import BurstRequest
+from loans.services import bursts
 
 
 class BurstForm(forms.Form):

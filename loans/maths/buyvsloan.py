@@ -10,7 +10,7 @@ at which the two cost the same, follow.
 from dataclasses import dataclass
 from decimal import Decimal
 
-from loans.billing import money, period_cost
+from loans.maths.billing import money, period_cost
 
 HOURS_PER_YEAR = Decimal(8760)
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from loans import billing
-from loans.burndown import BurnDown, burndown
+from loans.maths import billing
+from loans.maths.burndown import BurnDown, burndown
 
 DAY = timedelta(days=1)
 

@@ -23,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 
-from loans.billing import gpu_hours, money, period_cost
+from loans.maths.billing import gpu_hours, money, period_cost
 
 DAY_HOURS = 24
 LOOKBACKS = (90, 60, 30)  # days, longest first

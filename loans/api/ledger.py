@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from config import spreadsheet
+from core import spreadsheet
 from loans.access import contract_for_user, may
 from loans.models import Amendment, Contract
 from loans.services import amendments, exports, ledger

@@ -1,66 +1,24 @@
 """Serializers of the operators' API and the usage API's query. Models validate themselves
 (constraints and clean()); the serializers hand their messages back as 400s."""
 
-from copy import copy
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.core.exceptions import ValidationError as ModelValidationError
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
-from loans.billing import FIRST_DAY, LAST_DAY, day_in_range
+from core.api import ModelCleanMixin
+from loans.maths.billing import FIRST_DAY, LAST_DAY, day_in_range
 from loans.models import Contract, Plan, Tenant
-from metering.models import AttributionRule, Cluster, default_cluster
+from metering.services import AttributionRuleSerializer, replace_rules, rule_clashes
 from metering.usage import floor_hour
 
 MAX_SPAN = {"hour": timedelta(days=93), "day": timedelta(days=1100)}
 DEFAULT_SPAN = {"hour": timedelta(days=7), "day": timedelta(days=30)}
-
-
-class ModelCleanMixin:
-    """Run the model's own validation (field validators, clean(), constraints) on the values
-    the request would store, so the API refuses exactly what the admin refuses."""
-
-    nested: tuple[str, ...] = ()
-
-    def validate(self, attrs: dict) -> dict:
-        attrs = super().validate(attrs)
-        instance = copy(self.instance) if self.instance is not None else self.Meta.model()
-        for name, value in attrs.items():
-            if name not in self.nested:
-                setattr(instance, name, value)
-        try:
-            instance.full_clean()
-        except ModelValidationError as error:
-            raise serializers.ValidationError(serializers.as_serializer_error(error)) from None
-        return attrs
-
-
-class AttributionRuleSerializer(serializers.ModelSerializer):
-    """An owner rule (namespace, account, user, job) holds within its cluster: the default
-    cluster when none is named. A node rule names no cluster."""
-
-    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(),
-                                           allow_null=True, required=False)
-
-    class Meta:
-        model = AttributionRule
-        fields = ["cluster", "field", "value", "priority"]
-        validators = []  # uniqueness is checked with the tenant, below
-
-    def validate(self, attrs: dict) -> dict:
-        if attrs["field"] == AttributionRule.Field.NODE:
-            if attrs.get("cluster") is not None:
-                raise serializers.ValidationError(
-                    {"cluster": _("A node rule names no cluster: the node is already in one.")})
-        elif attrs.get("cluster") is None:
-            attrs["cluster"] = Cluster.objects.get(pk=default_cluster())
-        return attrs
 
 
 class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
@@ -74,27 +32,16 @@ class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
         read_only_fields = ["created_at"]
 
     def validate_attribution_rules(self, rules: list[dict]) -> list[dict]:
-        def key(cluster, field, value):
-            return (None if field == AttributionRule.Field.NODE else cluster, field, value)
-
-        keys = [key(r.get("cluster"), r["field"], r["value"]) for r in rules]
-        if len(set(keys)) != len(keys):
-            raise serializers.ValidationError(_("A rule is listed twice."))
-        taken = AttributionRule.objects.exclude(tenant=self.instance).filter(
-            field__in=[f for _c, f, _v in keys], value__in=[v for _c, _f, v in keys])
-        clashes = [f"{r.field}={r.value} ({r.tenant.slug})"
-                   for r in taken.select_related("tenant", "cluster")
-                   if key(r.cluster, r.field, r.value) in keys]
-        if clashes:
-            raise serializers.ValidationError(
-                _("Already claimed by another tenant: %(rules)s") % {"rules": ", ".join(clashes)})
+        refusal = rule_clashes(self.instance, rules)
+        if refusal:
+            raise serializers.ValidationError(refusal)
         return rules
 
     @transaction.atomic
     def create(self, validated: dict) -> Tenant:
         rules = validated.pop("attribution_rules", [])
         tenant = Tenant.objects.create(**validated)
-        AttributionRule.objects.bulk_create(AttributionRule(tenant=tenant, **r) for r in rules)
+        replace_rules(tenant, rules)
         return tenant
 
     @transaction.atomic
@@ -102,8 +49,7 @@ class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
         rules = validated.pop("attribution_rules", None)
         tenant = super().update(tenant, validated)
         if rules is not None:  # the list given replaces the tenant's rules
-            tenant.attribution_rules.all().delete()
-            AttributionRule.objects.bulk_create(AttributionRule(tenant=tenant, **r) for r in rules)
+            replace_rules(tenant, rules)
         return tenant
 
 

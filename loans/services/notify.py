@@ -6,16 +6,18 @@ request either: the job waits in the database (PendingTask) until flush_outbox q
 
 import logging
 
+from celery import current_app
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
-from loans import webhooks
 from loans.models import Alert, PendingTask
-from loans.webhooks import DeliveryError  # noqa: F401 - the tasks retry on it
+from loans.services import webhooks
+from loans.services.webhooks import DeliveryError  # noqa: F401 - the tasks retry on it
 
 log = logging.getLogger(__name__)
+SEND_EMAIL, DELIVER_WEBHOOK = "loans.tasks.send_email", "loans.tasks.deliver_webhook"
 
 
 def payload(alert: Alert, event: str) -> dict:
@@ -34,23 +36,24 @@ def payload(alert: Alert, event: str) -> dict:
 def notify_later(tenant, subject: str, text: str, body: dict) -> None:
     """Queue the notifications the tenant chose (the operators' addresses where no tenant
     owns the event), to leave once the current transaction commits."""
-    from loans.tasks import deliver_webhook, send_email
-
     recipients = tenant.alert_recipients() if tenant else list(settings.ALERT_EMAILS)
     if recipients:
-        transaction.on_commit(lambda: enqueue(send_email, recipients, subject, text))
+        transaction.on_commit(lambda: enqueue(SEND_EMAIL, recipients, subject, text))
     if tenant and tenant.webhook_url:
         url = tenant.webhook_url
-        transaction.on_commit(lambda: enqueue(deliver_webhook, url, body))
+        transaction.on_commit(lambda: enqueue(DELIVER_WEBHOOK, url, body))
 
 
-def enqueue(task, *args) -> bool:
-    """Queue the job, or keep it in the outbox when the broker cannot take it now."""
+def enqueue(name: str, *args) -> bool:
+    """Queue the job by its task name, or keep it in the outbox when the broker cannot take
+    it now. By name: a service does not import the tasks that call services. A signature
+    sends by name where the task module is not loaded (the web process), and runs it as the
+    task where it is (a worker, or eager tests)."""
     try:
-        task.apply_async(args, retry=False)
+        current_app.signature(name, args=args).apply_async(retry=False)
     except (BrokerError, OSError) as error:
-        log.warning("broker unavailable, %s waits in the outbox: %s", task.name, error)
-        PendingTask.objects.create(task=task.name, args=list(args), last_error=str(error)[:500])
+        log.warning("broker unavailable, %s waits in the outbox: %s", name, error)
+        PendingTask.objects.create(task=name, args=list(args), last_error=str(error)[:500])
         return False
     return True
 
@@ -59,8 +62,6 @@ def flush_outbox() -> tuple[int, int]:
     """Queue the jobs waiting for the broker, oldest first; stops at the first the broker
     refuses. Returns how many were queued and how many still wait. Each job is locked while
     it is queued, so two runs at once (a slow one and the next minute's) never queue it twice."""
-    from config.celery import app
-
     queued = 0
     while True:
         with transaction.atomic():
@@ -69,7 +70,7 @@ def flush_outbox() -> tuple[int, int]:
             if pending is None:
                 break
             try:
-                app.send_task(pending.task, args=pending.args, retry=False)
+                current_app.send_task(pending.task, args=pending.args, retry=False)
             except (BrokerError, OSError) as error:
                 PendingTask.objects.filter(pk=pending.pk).update(
                     attempts=pending.attempts + 1, last_error=str(error)[:500])
@@ -91,5 +92,5 @@ def email(recipients: list[str], subject: str, text: str) -> int:
 
 
 def post_webhook(url: str, body: dict) -> int:
-    """POST the body as JSON to a public address (loans.webhooks); DeliveryError otherwise."""
+    """POST the body as JSON to a public address (services.webhooks), or DeliveryError."""
     return webhooks.post(url, body)

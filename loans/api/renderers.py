@@ -1,11 +1,11 @@
 """CSV for the usage API (`?format=csv`, or `Accept: text/csv`): the rows a spreadsheet reads.
-Refusals stay JSON (loans.api.TenantUsage.finalize_response)."""
+Refusals stay JSON (loans.api.views.TenantUsage.finalize_response)."""
 
 import io
 
 from rest_framework.renderers import BaseRenderer
 
-from config import spreadsheet
+from core import spreadsheet
 
 
 class UsageCSVRenderer(BaseRenderer):

@@ -10,12 +10,10 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
-from loans import dashboard
-from loans.billing import money
+from loans.maths.billing import money
 from loans.models import Alert, Contract
-from metering import fleet
-from metering.models import DeviceRefusal, GpuHour, Node
-from metering.usage import floor_hour
+from loans.services import dashboard
+from metering.usage import fleet, floor_hour
 
 THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crossed is open
 IDLE_UTIL = 0.05
@@ -95,10 +93,7 @@ def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]
     hour = floor_hour(now) - timedelta(hours=1)
     terms = {c.tenant_id: c.terms() for c in contracts}
     idle: dict[int, list[int]] = {}
-    rows = GpuHour.objects.filter(hour=hour, tenant__isnull=False,
-                                  allocated_gpu_s__gte=3600 * 0.999)
-    for tenant_id, gpu_id, allocated, busy in rows.values_list(
-            "tenant_id", "gpu_id", "allocated_gpu_s", "busy_gpu_s"):
+    for tenant_id, gpu_id, allocated, busy in fleet.held_whole_hour(hour):
         if busy < IDLE_UTIL * allocated:
             idle.setdefault(tenant_id, []).append(gpu_id)
     labels = fleet.gpu_labels({g for gpus in idle.values() for g in gpus})
@@ -121,7 +116,7 @@ def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]
 def node_conditions(now: datetime) -> list[Condition]:
     silent_after = timedelta(seconds=settings.NODE_SILENT_AFTER_SECONDS)
     out = []
-    for node in Node.objects.filter(last_seen_at__lt=now - silent_after):
+    for node in fleet.silent_nodes(now - silent_after):
         minutes = (now - node.last_seen_at).total_seconds() / 60
         out.append(Condition(Kind.NODE_SILENT, f"node:{node.name}", node.default_tenant_id, _(
             "Node %(node)s has sent nothing for %(minutes).0f minutes; its GPUs' usage is not "
@@ -137,10 +132,9 @@ def refusal_conditions(now: datetime) -> list[Condition]:
     """Devices the meter refused lately: past their node's device limit, or claimed by two
     nodes at once. The operators' alerts (no tenant owns them)."""
     out = []
-    for refusal in DeviceRefusal.objects.filter(last_at__gte=now - REFUSAL_RECENT).select_related(
-            "node", "holder"):
+    for refusal in fleet.recent_refusals(now - REFUSAL_RECENT):
         node, uuid = refusal.node, refusal.gpu_uuid
-        if refusal.reason == DeviceRefusal.Reason.DEVICE_LIMIT:
+        if refusal.reason == refusal.Reason.DEVICE_LIMIT:
             message = _("Node %(node)s reports more GPUs than its limit of %(limit)s: %(device)s "
                         "is refused (%(samples)s samples since %(since)s). Raise its max devices "
                         "in the admin if the node really has them.") % {
@@ -176,7 +170,7 @@ class AlertRun:
 
 def evaluate_alerts(now: datetime) -> AlertRun:
     """Open, update and resolve alerts to match the conditions that hold at `now`."""
-    from loans.notify import notify_alert
+    from loans.services.notify import notify_alert
 
     found = {(c.kind, c.subject): c for c in conditions(now)}
     opened, resolved = [], []

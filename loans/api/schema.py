@@ -4,7 +4,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class ApiTokenScheme(OpenApiAuthenticationExtension):
-    target_class = "loans.tokens.ApiTokenAuthentication"
+    target_class = "loans.api.auth.ApiTokenAuthentication"
     name = "apiToken"
 
     def get_security_definition(self, auto_schema):

@@ -17,9 +17,11 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from loans import buyvsloan, charts, dashboard
 from loans.access import tenant_for_user
+from loans.maths import buyvsloan
 from loans.models import Contract, Plan, Tenant
+from loans.services import dashboard
+from loans.web import charts
 from metering import usage
 
 LOOKBACK = timedelta(days=90)

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from loans.figures import PeriodFigures
+from loans.maths.figures import PeriodFigures
 from metering.usage import GpuDay
 
 COLOURS = {

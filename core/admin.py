@@ -1,0 +1,40 @@
+"""Admin base classes both apps use: a read-only admin for rows that jobs write, and date
+hierarchies whose parameters are checked before Django builds a date from them."""
+
+from django.contrib import admin
+from django.http import HttpResponseBadRequest
+from django.utils.translation import gettext_lazy as _
+
+DATE_PARTS = {"year": (1970, 2999), "month": (1, 12), "day": (1, 31)}
+
+
+class DatedAdmin(admin.ModelAdmin):
+    """A list with a date hierarchy whose `<field>__year` (month, day) is checked before
+    Django builds a date from it: `?hour__year=99999999999` answers 400 naming the range,
+    instead of an overflow and a 500."""
+
+    def changelist_view(self, request, extra_context=None):
+        if self.date_hierarchy:
+            for part, (least, most) in DATE_PARTS.items():
+                name = f"{self.date_hierarchy}__{part}"
+                raw = request.GET.get(name)
+                if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 4
+                                            and least <= int(raw) <= most):
+                    return HttpResponseBadRequest(
+                        _("%(name)s must be a whole number from %(least)s to %(most)s.")
+                        % {"name": name, "least": least, "most": most},
+                        content_type="text/plain; charset=utf-8")
+        return super().changelist_view(request, extra_context)
+
+
+class ReadOnlyAdmin(DatedAdmin):
+    """For records that jobs write and nobody edits: statements, rollups."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

@@ -1,0 +1,122 @@
+"""The import rules of the layout (README, "How it is built"), read from the source itself:
+every import statement of every module, function-local ones included. A module that breaks
+a rule fails here with the line that does."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APPS = ("agent", "config", "core", "loans", "metering")
+# loans' wiring for operators and the demo may reach metering's models: the admin's inlines,
+# the demo's seeding and the commands that stand in for agents.
+LOANS_WIRING = ("loans/admin.py", "loans/admin_ledger.py", "loans/demo.py", "loans/management/")
+METERING_SURFACE = ("metering.usage", "metering.services")
+
+
+def modules(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob("*.py") if "migrations" not in p.parts)
+
+
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file, resolved to absolute names."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the file's package
+                package = path.relative_to(ROOT).parent.parts
+                base = ".".join(package[: len(package) - node.level + 1] + (base,)).strip(".")
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+            found.append((node.lineno, base))
+    return found
+
+
+def breaks(folder: str, refused) -> list[str]:
+    out = []
+    for path in modules(folder):
+        name = str(path.relative_to(ROOT))
+        for line, module in imports(path):
+            why = refused(name, module)
+            if why:
+                out.append(f"{name}:{line} imports {module}: {why}")
+    return sorted(set(out))
+
+
+def top(module: str) -> str:
+    return module.split(".")[0]
+
+
+def within(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_core_imports_no_app():
+    assert breaks("core", lambda _n, m: "core is below every app"
+                  if top(m) in APPS and top(m) != "core" else None) == []
+
+
+def test_metering_imports_nothing_of_loans():
+    assert breaks("metering", lambda _n, m: "metering knows a tenant only as a foreign key"
+                  if top(m) == "loans" else None) == []
+
+
+def test_loans_reaches_metering_through_usage_and_services_only():
+    def refused(name: str, module: str):
+        if top(module) != "metering" or name.startswith(LOANS_WIRING):
+            return None
+        if module == "metering" or within(module, *METERING_SURFACE):
+            return None
+        return "loans reads through metering.usage and writes through metering.services"
+
+    assert breaks("loans", refused) == []
+
+
+@pytest.mark.parametrize("folder", ["loans/services", "metering/services.py"])
+def test_services_import_no_views_api_or_tasks(folder):
+    layers = ("loans.web", "loans.api", "loans.tasks", "metering.tasks", "metering.api",
+              "metering.viewsets", "config.urls")
+
+    def refused(_name: str, module: str):
+        return "services are called by views, the API and tasks, never the other way" if within(
+            module, *layers) else None
+
+    if folder.endswith(".py"):
+        path = ROOT / folder
+        assert [f"{folder}:{line} imports {m}" for line, m in imports(path)
+                if refused(folder, m)] == []
+    else:
+        assert breaks(folder, refused) == []
+
+
+def test_the_arithmetic_touches_no_database_or_request():
+    outside = ("django", "rest_framework", "celery", "metering", "loans.models",
+               "loans.services", "loans.web", "loans.api", "config")
+    assert breaks("loans/maths", lambda _n, m: "loans.maths is pure arithmetic"
+                  if within(m, *outside) else None) == []
+
+
+def test_tasks_are_queued_by_name():
+    """Only the Celery application and the tasks' own tests know the task modules; the rest
+    queues a job by its name (loans.services.notify.enqueue)."""
+    def refused(name: str, module: str):
+        return "queue the task by name" if within(
+            module, "loans.tasks", "metering.tasks") else None
+
+    for folder in ("core", "loans", "metering", "config"):
+        assert breaks(folder, refused) == [], folder
+
+
+def test_the_rules_see_a_break():
+    """The reader itself: a function-local import of loans inside metering is found."""
+    path = ROOT / "metering" / "_layout_probe.py"
+    path.write_text("def f():\n    from loans.models import Tenant\n    return Tenant\n")
+    try:
+        assert breaks("metering", lambda _n, m: "x" if top(m) == "loans" else None) == [
+            "metering/_layout_probe.py:2 imports loans.models.Tenant: x",
+            "metering/_layout_probe.py:2 imports loans.models: x"]
+    finally:
+        path.unlink()
