@@ -1,6 +1,6 @@
 """POST /api/v1/samples: agent protocol v1. A plain Django view, not DRF: this is the hot path.
 
-Every refusal is a JSON object {"error": "..."} with the status DESIGN.md names.
+Every refusal is a JSON object {"error": "..."} with the status the README names.
 """
 
 import time

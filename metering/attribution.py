@@ -1,4 +1,4 @@
-"""Which tenant a sample's usage belongs to (DESIGN.md order). Pure: plain values in and out.
+"""Which tenant a sample's usage belongs to, in the README's order. Pure: plain values in and out.
 
 Owner values (namespace, account, user, job) hold within one cluster; node rules hold by the
 node's name."""

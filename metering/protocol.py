@@ -1,4 +1,4 @@
-"""Agent protocol v1 (DESIGN.md): parsing and validation in plain code, no ORM, no serializers.
+"""Agent protocol v1 (README, "APIs"): parsing and validation in plain code, no ORM, no serializers.
 
 This is the hot path: a 500-sample batch is checked in well under a millisecond. A bad sample is
 rejected with its index and reason and never costs its valid neighbours.

@@ -1,5 +1,6 @@
 """Agent protocol v1 in the OpenAPI schema. The endpoint is a plain Django view (the hot path
-skips DRF), so its contract is written here, from DESIGN.md, for agents and their authors."""
+skips DRF), so its contract is written here, from the protocol the README describes, for
+agents and their authors."""
 
 SAMPLE = {
     "type": "object",

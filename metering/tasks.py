@@ -10,7 +10,10 @@ from metering.usage import rebuild_rollups
 
 @shared_task(autoretry_for=(Exception,), retry_backoff=True, max_retries=5)
 def recount_rollups(start: str, end: str) -> int:
-    """Rebuild the hourly rollups of [start, end) from raw samples (ISO 8601 bounds)."""
+    """Rebuild the hourly rollups of [start, end) from raw samples (ISO 8601 bounds). On
+    demand, never scheduled: `manage.py recount_rollups` in the background, for an operator who
+    would rather not hold a shell (`celery -A config call metering.tasks.recount_rollups
+    --args '["2026-11-01T00:00+00:00", "2026-11-02T00:00+00:00"]'`)."""
     return rebuild_rollups(datetime.fromisoformat(start), datetime.fromisoformat(end)).samples
 
 

@@ -221,13 +221,6 @@ def utilisation(committed: Decimal, used: Decimal) -> Decimal | None:
     return min(used, committed) / committed
 
 
-def coverage(committed: Decimal, used: Decimal) -> Decimal | None:
-    """Share of the usage the commitment covered, min(U, C) / U; None without usage."""
-    if used <= 0:
-        return None
-    return min(used, committed) / used
-
-
 def unused(committed: Decimal, used: Decimal) -> Decimal:
     return max(ZERO, committed - used)
 

@@ -58,13 +58,10 @@ def test_negative_inputs_are_refused():
         cost("100", "-1")
 
 
-def test_utilisation_and_coverage_follow_the_design_formulas():
+def test_utilisation_and_unused_follow_the_design_formulas():
     assert billing.utilisation(D(1000), D(800)) == D("0.8")
     assert billing.utilisation(D(1000), D(1200)) == 1
-    assert billing.coverage(D(1000), D(1250)) == D("0.8")
-    assert billing.coverage(D(1000), D(500)) == 1
     assert billing.utilisation(D(0), D(5)) is None
-    assert billing.coverage(D(10), D(0)) is None
     assert billing.unused(D(1000), D(800)) == D(200)
 
 
