@@ -1,7 +1,11 @@
-"""Who may see which tenant: the one place every page and endpoint asks."""
+"""Who may see which tenant, and who may change what: the one place every page and endpoint
+asks. Reading answers 404 for what a caller may not see; a write a caller may not make raises
+one refusal, Refused, with the reason (the API answers it 403; the pages show its text)."""
 
 from django.db.models import QuerySet
 from django.http import Http404
+from django.utils.translation import gettext_lazy as _
+from rest_framework.exceptions import PermissionDenied
 
 from core.roles import OPERATORS, is_operator, may  # noqa: F401 - asked here by the apps
 from loans.models import Contract, Membership, Tenant
@@ -39,3 +43,32 @@ def is_lead(user, tenant_id: int) -> bool:
     """Leads decide for their tenant: recommendations, burst requests."""
     return Membership.objects.filter(user=user, tenant_id=tenant_id,
                                      role=Membership.Role.LEAD).exists()
+
+
+class Refused(PermissionDenied):
+    """A write this caller may not make."""
+
+
+def _lead(user, tenant_id) -> bool:
+    return tenant_id is not None and is_lead(user, tenant_id)
+
+
+# action: (who may, as a test of the user and the tenant's id; why the others may not)
+WRITES = {
+    "ask-burst": (_lead, _("Only the tenant's leads ask for bursts.")),
+    "cancel-burst": (lambda user, tenant_id: _lead(user, tenant_id)
+                     or may(user, "loans.change_burstrequest"),
+                     _("Only the tenant's leads and operators cancel burst requests.")),
+    "decide-burst": (lambda user, _tenant_id: may(user, "loans.change_burstrequest"),
+                     _("Only operators approve, reject, revoke or prioritise burst requests.")),
+    "decide-recommendation": (_lead, _("Only the tenant's leads decide.")),
+    "amend-contract": (lambda user, _tenant_id: may(user, "loans.add_amendment"),
+                       _("Only operators change contracts.")),
+}
+
+
+def require(user, action: str, tenant_id: int | None = None) -> None:
+    """Nothing if this user may do `action` for the tenant; Refused otherwise."""
+    allowed, refusal = WRITES[action]
+    if not allowed(user, tenant_id):
+        raise Refused(refusal)

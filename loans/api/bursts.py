@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from loans.access import is_lead, may, tenant_for_user, tenants_for
+from loans.access import require, tenant_for_user, tenants_for
 from loans.models import BurstEvent, BurstRequest, Contract
 from loans.services import bursts, manifests
 
@@ -73,9 +73,7 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         contract = data["contract"]
-        if not is_lead(request.user, contract.tenant_id):
-            return Response({"detail": _("Only the tenant's leads ask for bursts.")},
-                            status=status.HTTP_403_FORBIDDEN)
+        require(request.user, "ask-burst", contract.tenant_id)
         try:
             burst = bursts.submit(contract=contract, user=request.user, gpus=data["gpus"],
                                   starts_at=data["starts_at"], ends_at=data["ends_at"],
@@ -86,14 +84,8 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
 
     def _decide(self, request: Request, what: str) -> Response:
         burst = self.get_object()
-        if what == "cancel":
-            allowed = is_lead(request.user, burst.contract.tenant_id) or may(
-                request.user, "loans.change_burstrequest")
-        else:
-            allowed = may(request.user, "loans.change_burstrequest")
-        if not allowed:
-            return Response({"detail": _("You may not %(action)s this request.") % {
-                "action": what}}, status=status.HTTP_403_FORBIDDEN)
+        require(request.user, "cancel-burst" if what == "cancel" else "decide-burst",
+                burst.contract.tenant_id)
         decision = DecisionSerializer(data=request.data)
         decision.is_valid(raise_exception=True)
         try:

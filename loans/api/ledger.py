@@ -6,11 +6,9 @@ import io
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
-from rest_framework.exceptions import PermissionDenied
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -18,7 +16,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from core import spreadsheet
-from loans.access import contract_for_user, may
+from loans.access import contract_for_user, require
 from loans.models import Amendment, Contract
 from loans.services import amendments, exports, ledger
 
@@ -123,11 +121,6 @@ def _refusal(error: ValidationError) -> Response:
     return Response(body, status=status.HTTP_400_BAD_REQUEST)
 
 
-def _operator(request: Request) -> None:
-    if not may(request.user, "loans.add_amendment"):
-        raise PermissionDenied(_("Only operators change contracts."))
-
-
 class ContractAmendments(APIView):
     """A contract's amendments (terminations included), oldest first. Operators write one with
     POST; it applies from the start of a period that is not closed."""
@@ -142,7 +135,7 @@ class ContractAmendments(APIView):
     @extend_schema(request=AmendmentRequest, responses={201: AmendmentSerializer})
     def post(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
-        _operator(request)
+        require(request.user, "amend-contract", contract.tenant_id)
         query = AmendmentRequest(data=request.data)
         query.is_valid(raise_exception=True)
         data = query.validated_data
@@ -163,7 +156,7 @@ class ContractTermination(APIView):
     @extend_schema(request=TerminationRequest, responses={201: AmendmentSerializer})
     def post(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
-        _operator(request)
+        require(request.user, "amend-contract", contract.tenant_id)
         query = TerminationRequest(data=request.data)
         query.is_valid(raise_exception=True)
         try:

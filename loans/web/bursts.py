@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from loans.access import is_lead, tenant_for_user
+from loans.access import Refused, require, tenant_for_user
 from loans.models import BurstRequest
 from loans.services import bursts
 
@@ -37,8 +37,10 @@ def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
     contract = tenant.contracts.filter(pk=contract_id).first()
     if contract is None:
         raise Http404(_("This tenant has no such contract."))
-    if not is_lead(request.user, tenant.pk):
-        messages.error(request, _("Only the tenant's leads ask for bursts."))
+    try:
+        require(request.user, "ask-burst", tenant.pk)
+    except Refused as refusal:
+        messages.error(request, refusal.detail)
         return _back(slug, contract.pk)
     # Times in the form are the contract's wall clock.
     with timezone.override(contract.zone):
@@ -69,8 +71,10 @@ def cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
         "contract__plan").first()
     if burst is None:
         raise Http404(_("No such burst request."))
-    if not is_lead(request.user, tenant.pk):
-        messages.error(request, _("Only the tenant's leads cancel bursts."))
+    try:
+        require(request.user, "cancel-burst", tenant.pk)
+    except Refused as refusal:
+        messages.error(request, refusal.detail)
     else:
         try:
             bursts.decide(burst, "cancel", actor=request.user, now=timezone.now(),

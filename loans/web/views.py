@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from core import spreadsheet
-from loans.access import is_lead, is_operator, tenant_for_user, tenants_for
+from loans.access import Refused, is_lead, is_operator, require, tenant_for_user, tenants_for
 from loans.maths.billing import Period
 from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
 from loans.services import bursts, dashboard, ledger
@@ -187,9 +187,10 @@ def decide(request: HttpRequest, slug: str, pk: int, decision: str) -> HttpRespo
     rec = Recommendation.objects.filter(pk=pk, contract__tenant=tenant).first()
     if rec is None:
         raise Http404(_("No such recommendation."))
-    if not is_lead(request.user, tenant.pk):
-        return render(request, "403.html", {"reason": _("Only the tenant's leads decide.")},
-                      status=403)
+    try:
+        require(request.user, "decide-recommendation", tenant.pk)
+    except Refused as refusal:
+        return render(request, "403.html", {"reason": refusal.detail}, status=403)
     state = {"accept": Recommendation.State.ACCEPTED,
              "dismiss": Recommendation.State.DISMISSED}[decision]
     # Conditional UPDATE: two clicks, or a lead and the job, cannot both act on it.

@@ -147,7 +147,8 @@ MUTATORS = {
     "node-revoke-token": {"operator"}, "node-rotate-token": {"operator"},
     "burst-cancel": {"lead", "operator"}, "burst-approve": {"operator"},
     "burst-reject": {"operator"}, "burst-prioritise": {"operator"},
-    "recommendation-decide": {"lead"}, "burst-ask": {"lead"}, "burst-cancel-page": {"lead"},
+    "recommendation-decide": {"lead"}, "burst-ask": {"lead"},
+    "burst-cancel-page": {"lead", "operator"},  # one rule for the page and the API
 }
 # Names the table uses for URLs that share a name with another (or have none).
 ALIASES = {"burst-cancel-page": "burst-cancel", "admin-index": None,
