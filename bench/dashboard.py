@@ -1,7 +1,7 @@
 """The tenant page and the burn-down API, timed server-side on a big tenant, twice: with the
 raw samples of the retention window, then with a raw sample table ten times larger.
 
-    .venv/bin/python bench/dashboard.py [--requests 150] [--gpus 1000] [--days 365]
+    .venv/bin/python bench/dashboard.py [--requests 150] [--gpus 1000] [--days 365] [--fleet 1000]
 
 Needs PostgreSQL (BENCH_DATABASE_URL, default postgres://postgres@127.0.0.1:5432/
 gpuloans_dash_bench; dropped and created afresh). Loads one tenant with a year-long contract and
@@ -13,6 +13,9 @@ template; the first request of each, with an empty cache, is shown apart ("cold"
 other GPUs' worth of raw samples per GPU go in beside them (same days, another tenant), and the
 same requests are timed again. The pages read rollups only, so the
 second run should be no slower; the target is p95 under 150 ms and at most 10% slower.
+Last, --fleet more active contracts (a tenant each, 40 days of hourly usage) are added and the
+operators' fleet page is timed the same way: p95 under 300 ms, and its query count the same as
+with one contract.
 """
 
 import argparse
@@ -118,10 +121,10 @@ def add_raw_samples(tenant_id: int, gpu_offset: int, copies: int, now_hour: date
         # Raw rows only: the rollups were generated apart, and these GPU ids are not real.
         without_rollups(cursor.execute)
         cursor.execute("""
-            INSERT INTO metering_usagesample (gpu_id, ts, node_id, tenant_id, interval_s,
-                allocated, fraction, util_pct, mem_used_mib, power_w, temp_c, owner)
-            SELECT g.id + %(offset)s + c * 100000, h, g.node_id, %(tenant)s, 3600, true, 1.0,
-                   70.0, 60000, 600.0, 60, '{"namespace": "big"}'::jsonb
+            INSERT INTO metering_usagesample (gpu_id, ts, tenant_id, interval_s, allocated,
+                fraction, util_pct, mem_used_mib, power_w, temp_c)
+            SELECT g.id + %(offset)s + c * 100000, h, %(tenant)s, 3600, true, 1.0,
+                   70.0, 60000, 600.0, 60
             FROM generate_series(%(since)s::timestamptz, %(last)s::timestamptz, '1 hour') h
             CROSS JOIN metering_gpu g CROSS JOIN generate_series(0, %(copies)s - 1) c
         """, {"offset": gpu_offset, "tenant": tenant_id, "since": since, "last": now_hour,
@@ -130,6 +133,42 @@ def add_raw_samples(tenant_id: int, gpu_offset: int, copies: int, now_hour: date
         cursor.execute("RESET session_replication_role")
         cursor.execute("VACUUM ANALYZE")
     return count
+
+
+def add_fleet(contracts: int, plan_id: int, now: datetime) -> int:
+    """`contracts` more active contracts, a tenant each, with hourly usage since 40 days ago:
+    what the fleet page reads for every one of them. Returns the tenant-hour rows added."""
+    from django.db import connection
+
+    from loans.maths.billing import add_months
+    from loans.models import Contract, Tenant
+
+    tenants = Tenant.objects.bulk_create(
+        Tenant(slug=f"team-{k:04d}", name=f"Team {k}") for k in range(contracts))
+    for k, tenant in enumerate(tenants):
+        # Start days spread over the month, so the periods' bounds differ.
+        starts_on = add_months(now.date(), -2) - timedelta(days=k % 28)
+        Contract.objects.create(tenant=tenant, plan_id=plan_id, starts_on=starts_on,
+                                time_zone="Asia/Shanghai", status=Contract.Status.ACTIVE)
+    first = (now - timedelta(days=40)).replace(minute=0, second=0, microsecond=0)
+    with connection.cursor() as cursor:
+        cursor.execute("""
+            INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
+                                             sample_count, peak_gpus)
+            SELECT t.id, h, 3600 * 4 * random(), 3600 * 2 * random(), 4, 4
+            FROM generate_series(%(first)s::timestamptz, %(last)s::timestamptz, '1 hour') h
+            CROSS JOIN loans_tenant t WHERE t.slug LIKE 'team-%%'
+        """, {"first": first, "last": now.replace(minute=0, second=0, microsecond=0)})
+        return cursor.rowcount
+
+
+def queries_of(client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured.captured_queries)
 
 
 def time_requests(client, urls: dict[str, str], requests: int) -> dict[str, list[float]]:
@@ -177,12 +216,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=150)
     parser.add_argument("--gpus", type=int, default=1000)
     parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--fleet", type=int, default=1000,
+                        help="active contracts added for the fleet page (default 1000)")
     args = parser.parse_args()
     print(f"database {DATABASE_URL}; {args.gpus} GPUs, {args.days} days of rollups, "
           f"{args.requests} requests a page", flush=True)
     recreate_database(DATABASE_URL)
 
     import django
+    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.test import Client, override_settings
     from django.utils import timezone
@@ -217,11 +259,25 @@ def main() -> None:
         large = time_requests(client, urls, args.requests)
         report(f"raw sample table: {raw + more:,} rows ({(raw + more) / raw:.0f}x)", large)
 
+        operator = get_user_model().objects.create_superuser("operator", password="bench-42")
+        ops = Client()
+        ops.force_login(operator)
+        few = queries_of(ops, "/en/fleet/")
+        done = step(f"a fleet of {args.fleet:,} more active contracts with 40 days of usage")
+        rows = add_fleet(args.fleet, contract.plan_id, now)
+        done()
+        fleet = time_requests(ops, {"fleet page": "/en/fleet/"}, max(args.requests // 5, 20))
+        report(f"fleet page: {args.fleet + 1:,} active contracts, {rows:,} tenant-hours", fleet)
+        many = queries_of(ops, "/en/fleet/")
+        print(f"  queries: {few} with one contract, {many} with {args.fleet + 1:,}")
+
     print("\ntargets")
     for name in ("tenant page", "burn-down API"):
         before, after = p95(small[name]), p95(large[name])
         print(f"  {name}: p95 {before:.1f} ms then {after:.1f} ms (target < 150 ms); "
               f"10x raw samples: {after / before - 1:+.0%} (target <= +10%)")
+    print(f"  fleet page, {args.fleet + 1:,} contracts: p95 {p95(fleet['fleet page']):.1f} ms "
+          f"(target < 300 ms), {many} queries (constant: {few} with one contract)")
 
 
 if __name__ == "__main__":

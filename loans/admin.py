@@ -116,9 +116,24 @@ class ContractAdmin(DatedAdmin):
             fields += ["currency", "gpu_model"]
         return fields
 
+    def get_queryset(self, request):
+        return super().get_queryset(request).prefetch_related("amendments")
+
+    def get_changelist_instance(self, request):
+        """The list's current periods read in one go (ledger.period_entries), not a ledger
+        read per row."""
+        changelist = super().get_changelist_instance(request)
+        now = timezone.now()
+        pairs = [(c, c.period_at(now)) for c in changelist.result_list]
+        pairs = [(c, period) for c, period in pairs if period is not None]
+        entries = ledger.period_entries(pairs, now)
+        for contract in changelist.result_list:
+            contract._current_cache = (entries.get(contract.pk),)
+        return changelist
+
     def _current(self, contract: Contract) -> ledger.PeriodEntry | None:
-        # The ledger's reading of the current period, once per row (the list shows at most
-        # list_per_page of them).
+        # The ledger's reading of the current period, once per row (the list sets them all
+        # at once, above).
         cache = getattr(contract, "_current_cache", None)
         if cache is None:
             cache = contract._current_cache = (

@@ -70,20 +70,31 @@ def trailing_rate(
     window_hours = (now - start).total_seconds() / 3600
     if window_hours <= 0:
         return Rate(0.0, 0, 0.0)
-    total = sum(v for hour, v in usage.items() if start <= hour < now)
-    per_hour = total / window_hours
     days = int(window_hours // 24)
     block_hours, count = (24, days) if days >= 2 else (1, int(window_hours))
-    blocks = [
-        sum(
-            v
-            for hour, v in usage.items()
-            if now - (k + 1) * block_hours * HOUR <= hour < now - k * block_hours * HOUR
-        )
-        for k in range(count)
-    ]
+    # One pass over the usage, in its own order (the sums add the same values in the same
+    # order as a sum per block would, so the result is the same to the last bit).
+    total = 0
+    blocks = [0] * count
+    block = block_hours * 3600
+    for hour, v in usage.items():
+        if start <= hour < now:
+            total += v
+        ago = (now - hour).total_seconds()
+        if 0 < ago <= count * block:
+            # Block k holds the hours in [now - (k + 1) blocks, now - k blocks).
+            for k in _near(math.ceil(ago / block) - 1, count):
+                if now - (k + 1) * block_hours * HOUR <= hour < now - k * block_hours * HOUR:
+                    blocks[k] += v
+                    break
+    per_hour = total / window_hours
     block_sd = statistics.stdev(blocks) if len(blocks) >= 2 else 0.0
     return Rate(per_hour, block_hours if len(blocks) >= 2 else 0, block_sd)
+
+
+def _near(k: int, count: int) -> list[int]:
+    """k first, then its neighbours, within [0, count): guards the float division above."""
+    return [j for j in (k, k - 1, k + 1) if 0 <= j < count]
 
 
 def burndown(

@@ -44,14 +44,34 @@ def figures(contract: Contract, period: billing.Period, now: datetime,
     """One period's figures, priced with the terms in force at its start, at the usage the
     ledger reads for it (its entry, when the caller has read the ledger); the week before it
     feeds the forecast where the contract ran."""
-    contract_start = contract.periods()[0].start
-    history_start = max(contract_start, period.start - TRAILING_WINDOW)
-    hours = hourly_usage(contract.tenant_id, history_start, min(now, period.end))
+    hours = hourly_usage(contract.tenant_id, _history_start(contract, period),
+                         min(now, period.end))
     if entry is None:
         entry = ledger.period_entry(contract, period, now)
+    return _figures(contract, period, now, entry, hours)
+
+
+def figures_of(pairs: list[tuple[Contract, billing.Period]], now: datetime
+               ) -> dict[int, PeriodFigures]:
+    """figures() for many contracts' periods (the fleet page), keyed by contract id, in one
+    read of the meter whatever their number: the hours since each forecast's history start,
+    which cover the periods' totals too."""
+    spans = {c.pk: (c.tenant_id, _history_start(c, p), min(now, p.end)) for c, p in pairs}
+    rows = usage.hour_rows(list(spans.values()))
+    entries = ledger.period_entries(pairs, now, rows)
+    return {c.pk: _figures(c, p, now, entries[c.pk], [
+        HourUsage(h.hour, h.allocated_gpu_hours, h.busy_gpu_hours, h.peak_gpus)
+        for h in usage.hours_from(rows, *spans[c.pk])]) for c, p in pairs}
+
+
+def _history_start(contract: Contract, period: billing.Period) -> datetime:
+    return max(contract.periods()[0].start, period.start - TRAILING_WINDOW)
+
+
+def _figures(contract, period, now, entry, hours: list[HourUsage]) -> PeriodFigures:
     return period_figures(
-        period=period, terms=entry.terms, usage=hours, now=now, history_start=contract_start,
-        metered=(entry.metered, entry.busy),
+        period=period, terms=entry.terms, usage=hours, now=now,
+        history_start=contract.periods()[0].start, metered=(entry.metered, entry.busy),
     )
 
 

@@ -60,16 +60,14 @@ SORTS = {
 
 def contract_statuses(now: datetime, sort: str = "projected", descending: bool = True):
     """Every active contract in its current period, sorted by one of SORTS."""
-    statuses = []
     contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
-        "tenant", "plan")
+        "tenant", "plan").prefetch_related("amendments")
     alerts = dict(Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=False)
                   .values("tenant_id").annotate(n=Count("pk")).values_list("tenant_id", "n"))
-    for contract in contracts:
-        period = contract.period_at(now)
-        if period is not None:
-            statuses.append(ContractStatus(contract, dashboard.figures(contract, period, now),
-                                           alerts.get(contract.tenant_id, 0)))
+    pairs = [(c, c.period_at(now)) for c in contracts]
+    pairs = [(c, period) for c, period in pairs if period is not None]
+    figures = dashboard.figures_of(pairs, now)
+    statuses = [ContractStatus(c, figures[c.pk], alerts.get(c.tenant_id, 0)) for c, _p in pairs]
     return sorted(statuses, key=SORTS[sort], reverse=descending)
 
 

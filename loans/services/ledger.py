@@ -164,6 +164,22 @@ def period_entry(contract: Contract, period: billing.Period, now: datetime) -> P
     figures of a period: the burn-down, the fleet, alerts, /metrics): the same aggregate,
     the same terms."""
     [metered] = usage.tenant_totals_in(contract.tenant_id, [(period.start, min(period.end, now))])
+    return live_entry(contract, period, now, metered)
+
+
+def period_entries(pairs: list[tuple[Contract, billing.Period]], now: datetime,
+                   rows: usage.HourRows | None = None) -> dict[int, PeriodEntry]:
+    """period_entry for many contracts' periods (the fleet's current ones), keyed by
+    contract id, in one read of the meter (or from `rows` the caller read, which must cover
+    the periods)."""
+    if rows is None:
+        rows = usage.hour_rows([(c.tenant_id, p.start, min(p.end, now)) for c, p in pairs])
+    return {c.pk: live_entry(c, p, now, usage.totals_from(rows, c.tenant_id, p.start,
+                                                          min(p.end, now)))
+            for c, p in pairs}
+
+
+def live_entry(contract: Contract, period: billing.Period, now: datetime, metered) -> PeriodEntry:
     return PeriodEntry(
         period=period, terms=contract.terms_for(period.index),
         state="open" if now < period.end else "ended",

@@ -118,6 +118,48 @@ def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[
     return hours
 
 
+Span = tuple[int | None, datetime, datetime]  # a tenant, and [start, end)
+HourRows = dict[tuple[int | None, datetime], tuple[float, float, float, int]]
+
+
+def hour_rows(spans: list[Span]) -> HourRows:
+    """The tenant-hours of many (tenant, range) spans in one query (an OR of one range per
+    tenant), as {(tenant id, hour): (allocated GPU-s, busy GPU-s, peak, samples)}: the fleet
+    page's periods read once, whatever their number. hours_from and totals_from cut them."""
+    if not spans:
+        return {}
+    where = models.Q(pk__in=[])
+    for tenant_id, start, end in spans:
+        where |= models.Q(tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end)
+    return {(tenant_id, hour): rest for tenant_id, hour, *rest in TenantHour.objects.filter(
+        where).values_list("tenant_id", "hour", "allocated_gpu_s", "busy_gpu_s", "peak_gpus",
+                           "sample_count")}
+
+
+def hours_from(rows: HourRows, tenant_id: int | None, start: datetime, end: datetime
+               ) -> list[Hour]:
+    """tenant_hours, from rows hour_rows read (for a span inside one it was given)."""
+    hours, hour = [], floor_hour(start)
+    while hour < end:
+        allocated, busy, peak, count = rows.get((tenant_id, hour), (0.0, 0.0, 0.0, 0))
+        hours.append(Hour(hour, allocated / 3600, busy / 3600, peak, count))
+        hour += HOUR
+    return hours
+
+
+def totals_from(rows: HourRows, tenant_id: int | None, start: datetime, end: datetime
+                ) -> Totals:
+    """tenant_totals, from rows hour_rows read, summed hour by hour."""
+    allocated = busy = 0.0
+    count, hour = 0, floor_hour(start)
+    while hour < end:
+        row = rows.get((tenant_id, hour))
+        if row is not None:
+            allocated, busy, count = allocated + row[0], busy + row[1], count + row[3]
+        hour += HOUR
+    return Totals(allocated / 3600, busy / 3600, count)
+
+
 def sample_values(samples: models.QuerySet) -> models.QuerySet:
     """Samples as metering.rollups counts them: (gpu_id, ts, tenant_id, interval_s, allocated,
     fraction, util_pct). util_pct is read as double precision: a four-byte value read as such

@@ -1,3 +1,4 @@
+import statistics
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -138,3 +139,36 @@ def test_burn_down_invariants(values, committed, elapsed):
     if now < end:
         assert result.forecast[-1] == pytest.approx(committed - result.projected_used)
     assert result.projected_used >= result.used - 1e-9
+
+
+def _trailing_rate_by_blocks(usage, now, history_start):
+    """The trailing rate as its definition reads: one sum over the window, one per block."""
+    start = max(now - timedelta(days=7), history_start)
+    window_hours = (now - start).total_seconds() / 3600
+    if window_hours <= 0:
+        return (0.0, 0, 0.0)
+    total = sum(v for hour, v in usage.items() if start <= hour < now)
+    days = int(window_hours // 24)
+    block_hours, count = (24, days) if days >= 2 else (1, int(window_hours))
+    step = timedelta(hours=block_hours)
+    blocks = [sum(v for hour, v in usage.items() if now - (k + 1) * step <= hour < now - k * step)
+              for k in range(count)]
+    sd = statistics.stdev(blocks) if len(blocks) >= 2 else 0.0
+    return (total / window_hours, block_hours if len(blocks) >= 2 else 0, sd)
+
+
+@settings(max_examples=200, deadline=None)
+@given(hours=st.integers(min_value=0, max_value=24 * 12),
+       history=st.integers(min_value=0, max_value=24 * 12),
+       minute=st.integers(min_value=0, max_value=59),
+       values=st.lists(st.floats(min_value=0, max_value=64, allow_nan=False), min_size=1,
+                       max_size=24 * 12))
+def test_the_one_pass_trailing_rate_equals_its_definition_to_the_bit(hours, history, minute,
+                                                                     values):
+    now = datetime(2026, 12, 3, 4, minute, tzinfo=UTC)
+    first = now.replace(minute=0) - timedelta(hours=hours)
+    usage = {first + timedelta(hours=k): values[k % len(values)] for k in range(hours + 2)}
+    history_start = now - timedelta(hours=history)
+    rate = trailing_rate(usage, now, history_start)
+    assert (rate.per_hour, rate.block_hours, rate.block_sd) == _trailing_rate_by_blocks(
+        usage, now, history_start)
