@@ -109,6 +109,8 @@ def _contract(tenant: Tenant, request: HttpRequest) -> tuple[list[Contract], Con
 
 @login_required
 def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
+    """A tenant's contract: its ledger, and one period's figures and charts (or the whole
+    contract's), with what the lead may decide."""
     tenant = tenant_for_user(request.user, slug)
     contracts, contract = _contract(tenant, request)
     now = timezone.now()
@@ -121,41 +123,50 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         context["error"] = str(error)
         return render(request, "loans/tenant.html", context, status=400)
     book = ledger.read(contract, now)
-    rows = book.entries
-    zone = contract.zone
+    context.update(_contract_context(request, tenant, contract, book, choice, now))
+    if choice == dashboard.WHOLE_CONTRACT:
+        context.update(_whole_contract(book.entries, contract.zone))
+    elif choice is not None:
+        context.update(_period(contract, book, choice, now))
+    return render(request, "loans/tenant.html", context)
+
+
+def _contract_context(request, tenant: Tenant, contract: Contract, book, choice, now) -> dict:
+    """What the page shows whichever period is chosen: terms, periods, advice, bursts, alerts."""
     lead = is_lead(request.user, tenant.pk)
     terms = contract.terms_at(now)
-    context.update(
-        choice=choice, ledger=book, rows=rows, zone=zone, terms=terms, currency=terms.currency,
-        amendments=contract.amendments_in_order(),
-        periods=[(str(r.period.index + 1), period_label(r.period, contract)) for r in rows],
-        recommendations=recommendations_of(contract, now),
-        bursts=contract.bursts.filter(
+    return {
+        "choice": choice, "ledger": book, "rows": book.entries, "zone": contract.zone,
+        "terms": terms, "currency": terms.currency,
+        "amendments": contract.amendments_in_order(),
+        "periods": [(str(r.period.index + 1), period_label(r.period, contract))
+                    for r in book.entries],
+        "recommendations": recommendations_of(contract, now),
+        "bursts": contract.bursts.filter(
             state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED], ends_at__gt=now
         ).order_by("starts_at"),
-        burst_form=BurstForm() if lead else None,
-        can_decide=lead,
-        alerts=list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[:ALERT_HISTORY]),
-    )
-    if choice == dashboard.WHOLE_CONTRACT:
-        context.update(
-            totals=ledger.totals(rows),
-            charts={"periods": charts.periods_figure(rows, zone)},
-        )
-    elif choice is not None:
-        figures = dashboard.figures(contract, choice, now, book.entry_for(choice))
-        context.update(
-            figures=figures,
-            selected=str(choice.index + 1),
-            charts={
-                "burndown": charts.burndown_figure(figures, zone),
-                "cumulative": charts.cumulative_figure(figures, zone),
-                "hourly": charts.hourly_figure(figures, zone),
-            },
-            heatmap_url=reverse("api-contract-heatmap", args=[contract.pk])
-            + f"?period={choice.index + 1}",
-        )
-    return render(request, "loans/tenant.html", context)
+        "burst_form": BurstForm() if lead else None,
+        "can_decide": lead,
+        "alerts": list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[
+            :ALERT_HISTORY]),
+    }
+
+
+def _whole_contract(rows, zone) -> dict:
+    return {"totals": ledger.totals(rows), "charts": {"periods": charts.periods_figure(rows, zone)}}
+
+
+def _period(contract: Contract, book, period: Period, now) -> dict:
+    figures = dashboard.figures(contract, period, now, book.entry_for(period))
+    zone = contract.zone
+    return {
+        "figures": figures, "selected": str(period.index + 1),
+        "charts": {"burndown": charts.burndown_figure(figures, zone),
+                   "cumulative": charts.cumulative_figure(figures, zone),
+                   "hourly": charts.hourly_figure(figures, zone)},
+        "heatmap_url": reverse("api-contract-heatmap", args=[contract.pk])
+        + f"?period={period.index + 1}",
+    }
 
 
 DECIDED_SHOWN = timedelta(days=30)
