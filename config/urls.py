@@ -8,6 +8,7 @@ from rest_framework.routers import DefaultRouter
 from config import metrics
 from config.auth import ThrottledPasswordChangeView
 from loans.api import bursts as api_bursts
+from loans.api import buy as api_buy
 from loans.api import ledger as api_ledger
 from loans.api import views as api
 from loans.web import bursts as views_bursts
@@ -33,7 +34,7 @@ urlpatterns = [
     path("metrics", metrics.view, name="metrics"),
     path("api/v1/samples", metering_api.samples, name="api-samples"),
     path("api/v1/tenants/<slug:slug>/usage", api.TenantUsage.as_view(), name="api-tenant-usage"),
-    path("api/v1/tenants/<slug:slug>/buy-vs-loan", views_buy.BuyVsLoan.as_view(),
+    path("api/v1/tenants/<slug:slug>/buy-vs-loan", api_buy.BuyVsLoan.as_view(),
          name="api-buy-vs-loan"),
     path("api/v1/tenants/<slug:slug>/quota-manifests", api_bursts.QuotaManifests.as_view(),
          name="api-quota-manifests"),
@@ -64,7 +65,8 @@ urlpatterns += i18n_patterns(
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("tenants/<slug:slug>/periods.csv", views.periods_csv, name="tenant-periods-csv"),
     re_path(r"^tenants/(?P<slug>[-a-z0-9]+)/recommendations/(?P<pk>[0-9]{1,18})/"
-            r"(?P<decision>accept|dismiss)/$", views.decide, name="recommendation-decide"),
+            r"(?P<decision>accept|dismiss)/$", views.decide_recommendation,
+            name="recommendation-decide"),
     path("tenants/<slug:slug>/contracts/<int:contract_id>/bursts/", views_bursts.ask,
          name="burst-ask"),
     path("tenants/<slug:slug>/bursts/<int:pk>/cancel/", views_bursts.cancel,

@@ -5,9 +5,11 @@ The dashboard page and the burn-down API both render a `PeriodFigures`, so they 
 disagree; money comes from the period's terms (billing.Terms.cost), the one money rule.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Protocol
 
 from loans.maths import billing
 from loans.maths.burndown import BurnDown, burndown
@@ -15,9 +17,20 @@ from loans.maths.burndown import BurnDown, burndown
 DAY = timedelta(days=1)
 
 
+class Hourly(Protocol):
+    """One UTC hour of a tenant's usage, as the meter rolled it up: what the figures read of
+    an hour. The meter's own hours (metering.usage.Hour) are passed as they are."""
+
+    hour: datetime
+    allocated_gpu_hours: float
+    busy_gpu_hours: float
+    peak_gpus: float
+
+
 @dataclass(frozen=True)
 class HourUsage:
-    """One UTC hour of a tenant's usage, as the meter rolled it up."""
+    """An hour of usage made by hand (the tests, the demo's stories), for callers without a
+    meter."""
 
     hour: datetime
     allocated_gpu_hours: float
@@ -36,7 +49,7 @@ class PeriodFigures:
     projected_used_gpu_hours: Decimal
     projected_cost: billing.PeriodCost
     burndown: BurnDown
-    hours: list[HourUsage]  # the period's hours up to now
+    hours: Sequence[Hourly]  # the period's hours up to now
 
     @property
     def committed_gpu_hours(self) -> Decimal:
@@ -96,7 +109,7 @@ def period_figures(
     *,
     period: billing.Period,
     terms: billing.Terms,
-    usage: list[HourUsage],
+    usage: Sequence[Hourly],
     now: datetime,
     history_start: datetime | None = None,
     metered: tuple[Decimal, Decimal] | None = None,

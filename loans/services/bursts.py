@@ -90,15 +90,15 @@ def _spans(bursts) -> list[tuple[datetime, datetime, int]]:
 
 
 @dataclass(frozen=True)
-class Capacity:
+class Pools:
     """The fleet apart from bursts: it does not change while decisions are locked."""
 
     physical: dict[str, float]
     owed: dict[str, list[Guarantee]]
 
 
-def capacity(now: datetime) -> Capacity:
-    return Capacity(physical_gpus(now), guarantees())
+def capacity(now: datetime) -> Pools:
+    return Pools(physical_gpus(now), guarantees())
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ class Fit:
         return self.within_cap and min(self.pool_room, self.fleet_room) >= gpus
 
 
-def fit(request: BurstRequest, fleet: Capacity | None = None, now: datetime | None = None
+def fit(request: BurstRequest, fleet: Pools | None = None, now: datetime | None = None
         ) -> Fit:
     contract, start, end = request.contract, request.starts_at, request.ends_at
     fleet = fleet or capacity(now or start)

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from loans.maths import billing
 from loans.maths.burndown import TRAILING_WINDOW
-from loans.maths.figures import HourUsage, PeriodFigures, period_figures
+from loans.maths.figures import PeriodFigures, period_figures
 from loans.models import Contract, Tenant
 from loans.services import ledger
 from metering import usage
@@ -32,19 +32,12 @@ def started_periods(contract: Contract, now: datetime) -> list[billing.Period]:
     return [p for p in contract.periods() if p.start <= now]
 
 
-def hourly_usage(tenant_id: int, start: datetime, end: datetime) -> list[HourUsage]:
-    return [
-        HourUsage(h.hour, h.allocated_gpu_hours, h.busy_gpu_hours, h.peak_gpus)
-        for h in usage.tenant_hours(tenant_id, start, end)
-    ]
-
-
 def figures(contract: Contract, period: billing.Period, now: datetime,
             entry: ledger.PeriodEntry | None = None) -> PeriodFigures:
     """One period's figures, priced with the terms in force at its start, at the usage the
     ledger reads for it (its entry, when the caller has read the ledger); the week before it
     feeds the forecast where the contract ran."""
-    hours = hourly_usage(contract.tenant_id, _history_start(contract, period),
+    hours = usage.tenant_hours(contract.tenant_id, _history_start(contract, period),
                          min(now, period.end))
     if entry is None:
         entry = ledger.period_entry(contract, period, now)
@@ -59,16 +52,15 @@ def figures_of(pairs: list[tuple[Contract, billing.Period]], now: datetime
     spans = {c.pk: (c.tenant_id, _history_start(c, p), min(now, p.end)) for c, p in pairs}
     rows = usage.hour_rows(list(spans.values()))
     entries = ledger.period_entries(pairs, now, rows)
-    return {c.pk: _figures(c, p, now, entries[c.pk], [
-        HourUsage(h.hour, h.allocated_gpu_hours, h.busy_gpu_hours, h.peak_gpus)
-        for h in usage.hours_from(rows, *spans[c.pk])]) for c, p in pairs}
+    return {c.pk: _figures(c, p, now, entries[c.pk], usage.hours_from(rows, *spans[c.pk]))
+            for c, p in pairs}
 
 
 def _history_start(contract: Contract, period: billing.Period) -> datetime:
     return max(contract.periods()[0].start, period.start - TRAILING_WINDOW)
 
 
-def _figures(contract, period, now, entry, hours: list[HourUsage]) -> PeriodFigures:
+def _figures(contract, period, now, entry, hours: list[usage.Hour]) -> PeriodFigures:
     return period_figures(
         period=period, terms=entry.terms, usage=hours, now=now,
         history_start=contract.periods()[0].start, metered=(entry.metered, entry.busy),

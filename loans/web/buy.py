@@ -11,11 +11,6 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from loans.access import tenant_for_user
 from loans.maths import buyvsloan
@@ -103,7 +98,7 @@ def evaluate(form: BuyForm, contract: Contract) -> buyvsloan.Comparison:
                              data["utilisation_percent"] / 100, data["months"])
 
 
-def _contract(tenant: Tenant) -> Contract | None:
+def contract_of(tenant: Tenant) -> Contract | None:
     contracts = dashboard.contracts_of(tenant)
     return contracts[0] if contracts else None
 
@@ -111,7 +106,7 @@ def _contract(tenant: Tenant) -> Contract | None:
 @login_required
 def page(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for_user(request.user, slug)
-    contract = _contract(tenant)
+    contract = contract_of(tenant)
     context = {"tenant": tenant, "contract": contract}
     if contract is None:
         return render(request, "loans/buy.html", context)
@@ -125,37 +120,3 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
         context.update(result=result, loan=loan_of(form, contract),
                        chart=charts.buy_figure(result, contract.plan.currency))
     return render(request, "loans/buy.html", context, status=200 if form.is_valid() else 400)
-
-
-class BuyVsLoan(APIView):
-    """The buy-vs-loan comparison as JSON; parameters as on the page (defaults where left out,
-    the utilisation measured where there is usage)."""
-
-    @extend_schema(parameters=[OpenApiParameter(name, str, required=False) for name in (
-        "target", "gpus", "price_per_gpu", "overhead_per_gpu_year", "maintenance_percent",
-        "depreciation_years", "utilisation_percent", "months")],
-        responses={200: OpenApiTypes.OBJECT})
-    def get(self, request: Request, slug: str) -> Response:
-        tenant = tenant_for_user(request.user, slug)
-        contract = _contract(tenant)
-        if contract is None:
-            return Response({"detail": _("This tenant has no contract.")}, status=404)
-        form = BuyForm(with_defaults(contract, request.query_params.dict(), timezone.now()),
-                       contract=contract)
-        if not form.is_valid():
-            return Response(form.errors.get_json_data(escape_html=True), status=400)
-        result = evaluate(form, contract)
-        text = {k: None if v is None else str(v) for k, v in {
-            "used_gpu_hours_per_month": result.used_gpu_hours_per_month,
-            "buy_per_used_gpu_hour": result.buy_per_used_gpu_hour,
-            "loan_per_used_gpu_hour": result.loan_per_used_gpu_hour,
-            "buy_per_year": result.buy_per_year, "loan_per_year": result.loan_per_year,
-            "break_even_utilisation": result.break_even_utilisation}.items()}
-        return Response({
-            "currency": contract.plan.currency, "loan": loan_of(form, contract).name,
-            "inputs": {k: str(v) for k, v in form.cleaned_data.items()},
-            **text, "cheaper": result.cheaper,
-            "buy_cumulative": [str(v) for v in result.buy_cumulative],
-            "loan_cumulative": [str(v) for v in result.loan_cumulative],
-        })
-

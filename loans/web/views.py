@@ -192,7 +192,8 @@ def recommendations_of(contract: Contract, now) -> list[Recommendation]:
 
 @require_POST
 @login_required
-def decide(request: HttpRequest, slug: str, pk: int, decision: str) -> HttpResponse:
+def decide_recommendation(request: HttpRequest, slug: str, pk: int, decision: str
+                          ) -> HttpResponse:
     """A lead accepts (a request for an operator to apply) or dismisses a recommendation."""
     tenant = tenant_for_user(request.user, slug)
     rec = Recommendation.objects.filter(pk=pk, contract__tenant=tenant).first()
