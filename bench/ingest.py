@@ -12,7 +12,7 @@ the database is dropped and created afresh). Four phases, each for --seconds in 
               WITHOUT_ROLLUPS); the database's durable-batch limit for this schema
               (PERFORMANCE.md)
   product     POST /api/v1/samples under gunicorn (sync workers) from --clients processes
-  in process  the product's ingestion (metering.wire and metering.ingest: validation,
+  in process  the product's ingestion (metering.intake.wire and metering.intake.ingest: validation,
               attribution, COPY, rollups) called in process, one process per server worker:
               the product without HTTP, so that its cost splits between the database work and
               the web tier
@@ -187,8 +187,8 @@ def ingest_loop(args: tuple) -> tuple[int, list[float], int, int]:
     process opens its own connection)."""
     from django.db import connection
 
-    from metering import wire
-    from metering.ingest import ingest
+    from metering.intake import wire
+    from metering.intake.ingest import ingest
     from metering.models import Node
 
     client, seconds, first = args

@@ -153,7 +153,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.requestlog.RequestIdMiddleware",
-    "metering.middleware.AgentEndpointMiddleware",
+    "metering.intake.middleware.AgentEndpointMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",

@@ -14,7 +14,7 @@ from loans.api import views as api
 from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
 from loans.web import views
-from metering import api as metering_api
+from metering.intake import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
 
 router = DefaultRouter()

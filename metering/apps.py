@@ -10,7 +10,7 @@ class MeteringConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
-        from metering.ingest import forget_nodes, forget_rules
+        from metering.intake.ingest import forget_nodes, forget_rules
         from metering.models import AttributionRule, Node
 
         post_save.connect(forget_rules, sender=AttributionRule, dispatch_uid="rules-saved")

@@ -2,8 +2,8 @@
 and samples carry its id. Ids are remembered in the process, so a batch whose owners are known
 (the common case) needs no query; new ones are inserted in one statement."""
 
+from metering.intake.protocol import each_object_once
 from metering.models import OWNER_KEYS, Owner
-from metering.protocol import each_object_once
 
 CACHE_LIMIT = 100_000  # owners remembered per process; past it the memory starts again
 _ids: dict[tuple, int] = {}
@@ -15,7 +15,7 @@ def key_of(owner: dict[str, str]) -> tuple:
 
 def ids_of(owners: list[dict | None]) -> list[int | None]:
     """The id of each owner (None for none), registering those never seen. Equal owners of a
-    batch share one dict (metering.wire), so each distinct object is looked at once."""
+    batch share one dict (metering.intake.wire), so each distinct object is looked at once."""
     def key(owner: dict | None) -> tuple | None:
         return None if owner is None else key_of(owner)
 

@@ -11,7 +11,7 @@ from django.utils import translation
 
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
-from metering.ingest import forget_gpus
+from metering.intake.ingest import forget_gpus
 
 PASSWORD = "a-long-test-password"
 

@@ -1,12 +1,12 @@
 """Usage for the ledger tests, metered the way agents report it: samples through
-metering.ingest (protocol v1's validation, attribution and storage, without HTTP)."""
+metering.intake.ingest (protocol v1's validation, attribution and storage, without HTTP)."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from metering import protocol
-from metering.ingest import ingest
+from metering.intake import protocol
+from metering.intake.ingest import ingest
 from metering.models import AttributionRule, Node
 
 HOUR = timedelta(hours=1)

@@ -1,4 +1,5 @@
-"""The REST API for integrations and operators (DRF). The agents' endpoint is metering.api."""
+"""The REST API for integrations and operators (DRF). The agents' endpoint is
+metering.intake.api."""
 
 from django.utils import timezone
 from django.utils.translation import gettext as _

@@ -20,7 +20,7 @@ inserted) now also:
   are compared with each other. A statement inside a device's span (a backfill) is compared
   with the stored samples themselves. The ingestion path decides refused batches sample by
   sample under the same locks, and tells the trigger so with the setting metering.checked
-  (metering.store_postgresql);
+  (metering.intake.store_postgresql);
 - counts a sample in the hours it covers, in proportion (a 3600 s sample at 10:30 is half in
   each hour; its sample count goes to the hour it starts in);
 - raises a tenant-hour's peak to what the statement alone shows at one timestamp and marks it

@@ -27,7 +27,7 @@ from loans.models import Contract, CorrectionLine, Plan, Statement, Tenant
 from loans.services.amendments import amend, terminate
 from loans.services.closing import close_due_periods
 from metering import partitions
-from metering.ingest import forget_gpus
+from metering.intake.ingest import forget_gpus
 from metering.services import reattribute
 from tests.ledger import HOUR, attribute, meter
 

@@ -1,5 +1,5 @@
-"""metering.copy_binary writes PostgreSQL's binary COPY format: byte for byte as the format is
-documented, and read back by PostgreSQL as exactly the values given."""
+"""metering.intake.copy_binary writes PostgreSQL's binary COPY format: byte for byte as the
+format is documented, and read back by PostgreSQL as exactly the values given."""
 
 import struct
 from datetime import UTC, datetime, timedelta, timezone
@@ -9,8 +9,8 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metering.copy_binary import SIGNATURE, TRAILER, rows
-from metering.store_postgresql import TYPES
+from metering.intake.copy_binary import SIGNATURE, TRAILER, rows
+from metering.intake.store_postgresql import TYPES
 
 # The sample table's columns as the ingestion path COPYs them (store.COLUMNS less the index).
 SAMPLE_TYPES = TYPES

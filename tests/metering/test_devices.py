@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from loans.models import Alert
 from loans.services.alerts import evaluate_alerts
-from metering.ingest import forget_gpus
+from metering.intake.ingest import forget_gpus
 from metering.models import (
     TENURE_START,
     AttributionRule,

@@ -298,7 +298,7 @@ def test_only_post_is_allowed(client):
 
 def test_the_endpoint_keeps_request_ids_allowed_hosts_and_a_length_and_sets_no_cookie(client,
                                                                                       token):
-    """Agents are answered ahead of the pages' middleware (metering.middleware); what every
+    """Agents are answered ahead of the pages' middleware (metering.intake.middleware); what every
     request needs still applies."""
     response = post(client, token, [sample()])
     assert response.status_code == 202
@@ -316,7 +316,7 @@ def test_a_bug_behind_the_endpoint_is_a_logged_json_500(token, monkeypatch, capl
     def broken(*_args, **_kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("metering.api.ingest", broken)
+    monkeypatch.setattr("metering.intake.api.ingest", broken)
     response = post(Client(raise_request_exception=False), token, [sample()])
     assert response.status_code == 500
     assert response.json() == {"detail": "Server error; it has been logged."}
@@ -375,7 +375,7 @@ def test_the_smallest_fractions_and_utilisations_are_stored_and_rolled_up(client
 def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(client, token, monkeypatch):
     import psycopg
 
-    from metering import store_postgresql
+    from metering.intake import store_postgresql
 
     copy = store_postgresql._copy
 

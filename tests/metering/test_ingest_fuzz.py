@@ -1,6 +1,6 @@
 """Hostile and random input at POST /api/v1/samples: always a precise 4xx or a 202 whose
-counts match what was stored; never a server error. And the fast path of metering.wire never
-accepts what the careful path of metering.protocol would refuse."""
+counts match what was stored; never a server error. And the fast path of metering.intake.wire never
+accepts what the careful path of metering.intake.protocol would refuse."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -11,7 +11,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metering import protocol, wire
+from metering.intake import protocol, wire
 from metering.models import Node, UsageSample
 from tests.helpers import assert_rollups_equal_a_recount
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from loans.models import Tenant
 from metering import partitions
-from metering.ingest import forget_gpus
+from metering.intake.ingest import forget_gpus
 from metering.models import AttributionRule, Cluster, GpuHour, GpuTenure, Node, UsageSample
 from metering.rollups import parts
 from tests.helpers import assert_rollups_equal_a_recount

@@ -36,7 +36,7 @@ def test_fifty_agents_and_a_browsing_lead_lose_nothing(server, tmp_path, tenant,
                 pages.append(app.get(path, Cookie=cookie)[0])
             done.wait(0.25)
 
-    # The rate counts in fixed one-minute windows (metering.api): start early in one, so that
+    # The rate counts in fixed one-minute windows (metering.intake.api): start early in one, so that
     # each agent's batches reach it in the same window; a window turning over while they went
     # gave none of them a 429 (it happened once in CI).
     left = 60 - time.time() % 60

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from metering.intake.protocol import taken
 from metering.models import UsageSample
-from metering.protocol import taken
 
 COLUMNS = ("idx", "gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated",
            "fraction", "util_pct", "mem_used_mib", "power_w", "temp_c")

@@ -3,7 +3,7 @@
 from django.http import HttpRequest, HttpResponse
 from django.urls import resolve, reverse
 
-from metering import api
+from metering.intake import api
 
 
 class AgentEndpointMiddleware:

@@ -1,7 +1,7 @@
 """Storing a batch of samples: validated, devices registered (within the node's limit, never
 another node's), usage attributed within the node's cluster, owners to their ids, then written
-with no device counted twice for one moment and rollups kept exact (metering.store_postgresql,
-metering.store_sqlite)."""
+with no device counted twice for one moment and rollups kept exact
+(metering.intake.store_postgresql, metering.intake.store_sqlite)."""
 
 import time
 from collections import Counter
@@ -12,8 +12,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Case, F, Value, When
 
-from metering import owners, protocol, store_postgresql, store_sqlite, wire
+from metering import owners
 from metering.attribution import Attributor, Rule
+from metering.intake import protocol, store_postgresql, store_sqlite, wire
+from metering.intake.protocol import each_object_once
 from metering.models import (
     TENURE_START,
     AttributionRule,
@@ -25,7 +27,6 @@ from metering.models import (
     parent_of,
     share_of,
 )
-from metering.protocol import each_object_once
 
 GPU_CACHE_SECONDS = 60
 
@@ -150,7 +151,7 @@ _last_seen: dict[int, float] = {}
 
 def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
     """Last seen, agent version and dropped samples, once the batch is stored (last in its
-    transaction where it has one, metering.store_postgresql), holding the node's row only at
+    transaction where it has one, metering.intake.store_postgresql), holding the node's row only at
     the very end. Skipped while nothing changed and the stored time is less than SEEN_EVERY
     seconds old. The dropped count is worked out from the stored row, not from `node` (which
     may come from a cache that another worker's update has made stale)."""

@@ -1,5 +1,5 @@
 """Writing a batch to SQLite, the embedded database: the same rules as on PostgreSQL, every
-batch the careful way (metering.store.check) inside one transaction (SQLite has one writer
+batch the careful way (metering.intake.store.check) inside one transaction (SQLite has one writer
 at a time, so nothing can interleave), with the rollups summed here (metering.rollups) and
 the touched tenant-hours' peaks recounted at once."""
 
@@ -7,10 +7,11 @@ from collections.abc import Callable
 
 from django.db import connection, transaction
 
-from metering import peaks, rollups, store
+from metering import peaks, rollups
+from metering.intake import store
+from metering.intake.protocol import taken
+from metering.intake.store import COLUMNS
 from metering.models import Gpu
-from metering.protocol import taken
-from metering.store import COLUMNS
 
 INSERT = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
           f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))})")

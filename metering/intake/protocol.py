@@ -58,8 +58,9 @@ class Sample:
 
 @dataclass(frozen=True, slots=True)
 class Envelope:
-    """A batch's envelope. `samples` are the raw JSON objects, or, when `typed` (metering.wire
-    decoded the whole batch), checked structs, with `body` kept for the careful path."""
+    """A batch's envelope. `samples` are the raw JSON objects, or, when `typed`
+    (metering.intake.wire decoded the whole batch), checked structs, with `body` kept for the
+    careful path."""
 
     node: str
     agent_version: str
@@ -351,7 +352,7 @@ def taken(columns: list, positions: list[int]) -> list[tuple]:
 
 def samples(raw: list, now: datetime, oldest: datetime) -> tuple[Columns, list[dict], int]:
     """Valid samples as columns, rejections ({"index", "error"}) and the count of in-batch
-    repeats, each sample checked on its own (metering.wire tries a faster path first)."""
+    repeats, each sample checked on its own (metering.intake.wire tries a faster path first)."""
     valid, rejected, repeats = _one_by_one(raw, now, oldest)
     return Columns.of(valid), rejected, repeats
 

@@ -9,7 +9,7 @@ its device (SQLSTATE 23P01) and adds exactly the inserted rows to the rollups.
 A batch that fails that way (a retry under stored keys, a backfill into a device's stored
 span, overlapping samples) goes the careful way: in a transaction, the batch's devices are
 locked in id order, the stored samples around the batch are read, each sample is decided on
-its own (metering.store.check: duplicate, conflict, overlap or new) and only the new ones are
+its own (metering.intake.store.check: duplicate, conflict, overlap or new) and only the new ones are
 COPYed, with the setting metering.checked telling the trigger they are checked already.
 """
 
@@ -20,9 +20,10 @@ from datetime import UTC
 import psycopg
 from django.db import IntegrityError, connection, transaction
 
-from metering import copy_binary, partitions, store
-from metering.protocol import taken
-from metering.store import COLUMNS
+from metering import partitions
+from metering.intake import copy_binary, store
+from metering.intake.protocol import taken
+from metering.intake.store import COLUMNS
 
 STORED = COLUMNS[1:]
 COPY = f"COPY metering_usagesample ({', '.join(STORED)}) FROM STDIN (FORMAT BINARY)"
@@ -106,7 +107,7 @@ def _raw(*, alone: bool):
 
 def _copy(raw, columns: list) -> None:
     """Binary COPY (PostgreSQL reads binary values faster than text), formatted a column at a
-    time (metering.copy_binary) and sent in one piece."""
+    time (metering.intake.copy_binary) and sent in one piece."""
     data = copy_binary.rows(columns[1:], TYPES)
     with raw.copy(COPY) as copy:
         copy.write(data)

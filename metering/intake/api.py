@@ -15,16 +15,16 @@ from django.views.decorators.csrf import csrf_exempt
 
 from config import metrics
 from core.bearer import bearer_token
-from metering import protocol, wire
-from metering.ingest import Result, ingest, node_for_token
+from metering.intake import protocol, wire
+from metering.intake.ingest import Result, ingest, node_for_token
 from metering.models import Node
 
 
 def _answer(status: int, payload: dict, **headers: str) -> HttpResponse:
     body = orjson.dumps(payload)
     response = HttpResponse(body, status=status, content_type="application/json")
-    # The endpoint skips CommonMiddleware (metering.middleware), which would set this; without
-    # it gunicorn sends the answer chunked.
+    # The endpoint skips CommonMiddleware (metering.intake.middleware), which would set this;
+    # without it gunicorn sends the answer chunked.
     response["Content-Length"] = str(len(body))
     for name, value in headers.items():
         response[name.replace("_", "-")] = value

@@ -1,9 +1,9 @@
 """A batch as it comes off the wire (agent protocol v1): a fast path, then a careful one.
 
 The fast path: msgspec decodes the body straight into typed structs in one pass of C, checking
-every type and range that the per-sample checks in metering.protocol make; what is left
+every type and range that the per-sample checks in metering.intake.protocol make; what is left
 (timestamps, repeats inside the batch, printable text) is checked here on the distinct values,
-which are few. Any doubt at all sends the batch down the careful path (metering.protocol),
+which are few. Any doubt at all sends the batch down the careful path (metering.intake.protocol),
 which names each rejected sample and its reason; so the fast path may give up on more than the
 careful one refuses, and never accepts more.
 """
@@ -14,8 +14,8 @@ from typing import Annotated
 import msgspec
 from msgspec.structs import asdict, astuple
 
-from metering import protocol
-from metering.protocol import INT32, MAX_TEXT, MAX_UUID, Columns, each_once
+from metering.intake import protocol
+from metering.intake.protocol import INT32, MAX_TEXT, MAX_UUID, Columns, each_once
 
 Meta = msgspec.Meta
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
