@@ -24,10 +24,10 @@ class Refused(Exception):
 
 
 def _allowed(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
     if any(address in network for network in settings.WEBHOOK_ALLOWED_NETWORKS):
         return True
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
     return address.is_global and not address.is_multicast
 
 

@@ -218,6 +218,14 @@ def test_a_webhook_into_our_own_network_is_refused_when_saved(url):
     assert "public" in str(refused.value)
 
 
+def test_an_allowed_network_is_allowed_in_its_ipv6_mapped_spelling_too(settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = [ipaddress.ip_network("10.0.0.0/8")]
+    validate_webhook_url("http://10.1.2.3/hook")
+    validate_webhook_url("http://[::ffff:10.1.2.3]/hook")
+    with pytest.raises(ValidationError):
+        validate_webhook_url("http://[::ffff:192.168.0.1]/hook")
+
+
 def test_a_public_webhook_is_accepted(db):
     validate_webhook_url("https://93.184.215.14/hook")
     tenant = Tenant(slug="x", name="X", webhook_url="https://93.184.215.14/hook")
