@@ -150,10 +150,12 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.requestlog.RequestIdMiddleware",
     "metering.intake.middleware.AgentEndpointMiddleware",
+    # After the agents' endpoint, which answers JSON to agents and is the hot path: the policy
+    # is for what a browser renders.
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
