@@ -4,6 +4,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import socket
 import stat
 import sys
@@ -16,6 +17,8 @@ from agent.client import Client
 from agent.readings import CollectorError
 from agent.runner import Agent
 from agent.spool import Spool
+
+log = logging.getLogger("gpuloans-agent")
 
 
 def collector_for(args):
@@ -71,11 +74,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--collector", default="nvml", type=collector_name,
                    help="nvml (default), dcgm, nvidia-smi, fake or fake:N")
     p.add_argument("--gpus", type=int, default=8, help="GPUs of the fake collector (default 8)")
-    p.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics")
+    p.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics",
+                   help="dcgm-exporter's metrics address, for --collector dcgm "
+                        "(default http://127.0.0.1:9400/metrics)")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
     p.add_argument("--interval", type=int, default=60, help="seconds a sample covers (60)")
-    p.add_argument("--spool-dir", type=Path, default=Path("/var/lib/gpuloans-agent/spool"))
-    p.add_argument("--spool-max-mb", type=float, default=100.0)
+    p.add_argument("--spool-dir", type=Path, default=Path("/var/lib/gpuloans-agent/spool"),
+                   help="where batches wait until the server took them "
+                        "(default /var/lib/gpuloans-agent/spool)")
+    p.add_argument("--spool-max-mb", type=float, default=100.0,
+                   help="the spool's size; past it the oldest batches go first and are "
+                        "reported as dropped (default 100)")
     p.add_argument("--once", action="store_true", help="print one batch as JSON and exit")
     p.add_argument("--check", action="store_true", help="check the token and server, then exit")
     p.add_argument("--version", action="version", version=__version__)
@@ -120,10 +129,19 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         raise SystemExit(f"gpuloans-agent: cannot use the spool directory: {error}") from None
     agent = Agent(collector, spool, client, poll_s=args.poll, interval_s=args.interval)
+    log.info("gpuloans-agent %s: node %s, server %s, collector %s, a sample every %d s "
+             "(polled every %g s), spool %s (%d batches waiting)", __version__, args.node,
+             args.server, args.collector, args.interval, args.poll, args.spool_dir,
+             len(spool.pending()))
+    # systemd and Kubernetes stop with SIGTERM: finish the poll, let the sender end its
+    # batch, and say so, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: agent.stopping.set())
     try:
         agent.run()
     except KeyboardInterrupt:
         agent.stopping.set()
+    log.info("gpuloans-agent stopped; %d batches wait in the spool for the next start",
+             len(spool.pending()))
     return 0
 
 

@@ -211,3 +211,37 @@ def test_the_sender_outlives_an_unexpected_error(node, tmp_path, caplog):
     agent.backoff = Backoff(base=0.01, cap=0.01)
     agent.send_loop()  # returns once stopping is set; the first error did not end it
     assert len(calls) == 2 and "sending failed unexpectedly" in caplog.text
+
+
+def test_every_option_says_what_it_does():
+    from agent.cli import parser
+
+    for action in parser()._actions:
+        assert action.help, f"{action.option_strings} has no help"
+
+
+def test_the_agent_says_what_it_runs_with_and_stops_cleanly_on_sigterm(tmp_path):
+    """One line at start (server, node, collector, interval, spool) and one at stop, and a
+    SIGTERM from systemd or Kubernetes ends it cleanly (exit 0), not mid-write."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    token_file = tmp_path / "token"
+    token_file.write_text("gpln_not-a-real-token")
+    token_file.chmod(0o600)
+    command = [sys.executable, "-m", "agent.cli", "--collector", "fake:2", "--node", "n1",
+               "--server", "http://127.0.0.1:9", "--token-file", str(token_file),
+               "--spool-dir", str(tmp_path / "spool"), "--poll", "0.1", "--interval", "1"]
+    agent = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    time.sleep(1.5)
+    agent.send_signal(signal.SIGTERM)
+    output, _ = agent.communicate(timeout=20)
+    assert agent.returncode == 0, output
+    start = next(line for line in output.splitlines() if "node n1" in line)
+    for part in ("server http://127.0.0.1:9", "collector fake:2", "a sample every 1 s",
+                 f"spool {tmp_path / 'spool'}"):
+        assert part in start, start
+    assert "gpuloans-agent stopped;" in output.splitlines()[-1], output
