@@ -42,9 +42,9 @@ class ContractStatus:
 
     @property
     def money_at_stake(self) -> Decimal:
-        """Projected overage as a positive amount, projected waste as a negative one: the sort
-        key that brings both ends of the table to the eye."""
-        return self.projected_overage_cost - self.projected_waste
+        """What the forecast says is lost either way, overage or waste, as one positive sum:
+        the largest comes first whichever side it is on."""
+        return max(self.projected_overage_cost, self.projected_waste)
 
 
 SORTS = {

@@ -66,3 +66,18 @@ def test_an_operator_lands_on_the_fleet_and_sorts_it(live_server, page, operator
     page.click("#fleet-table th a[data-sort=used]")
     expect(page.locator("#fleet-table th[aria-sort=ascending]")).to_contain_text("Used")
     expect(rows.first).to_have_attribute("data-tenant", "speech")
+
+
+def test_the_fleet_sorts_by_the_money_at_stake_whichever_side_it_is_on(
+        live_server, page, operator, contract, other_tenant, plan, metered):
+    """vision heads for about 6,000 CNY of overage; speech, with no usage, for 10,000 CNY of
+    waste: the larger sum comes first, though it is waste."""
+    Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
+                            status=Contract.Status.ACTIVE)
+    log_in(page, live_server.url, "operator")
+    page.click("#fleet-table th a[data-sort=money]")
+    expect(page.locator("#fleet-table th[aria-sort=descending]")).to_contain_text(
+        "Projected overage or waste")
+    rows = page.locator("#fleet-table tbody tr")
+    expect(rows.first).to_have_attribute("data-tenant", "speech")
+    expect(rows.nth(1)).to_have_attribute("data-tenant", "vision")

@@ -119,8 +119,10 @@ def test_the_fleet_table_sorts_by_each_column(client, operator, contract, second
     assert _fleet_tenants(client, "?sort=used&dir=desc") == ["vision", "speech"]
     assert _fleet_tenants(client, "?sort=used&dir=asc") == ["speech", "vision"]
     assert _fleet_tenants(client, "?sort=tenant&dir=asc") == ["speech", "vision"]
-    # speech wastes its whole commitment: the most negative money at stake.
-    assert _fleet_tenants(client, "?sort=money&dir=asc") == ["speech", "vision"]
+    # speech wastes its whole commitment (10,000 CNY), more than vision's projected overage:
+    # money at stake counts either side.
+    assert _fleet_tenants(client, "?sort=money&dir=desc") == ["speech", "vision"]
+    assert _fleet_tenants(client, "?sort=money&dir=asc") == ["vision", "speech"]
     assert _fleet_tenants(client, "?sort=nonsense") == ["vision", "speech"]  # default: projected
 
 
