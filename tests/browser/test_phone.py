@@ -1,0 +1,49 @@
+"""The pages on a phone (390 x 844): nothing scrolls sideways, wide tables scroll inside
+their card, and the header keeps every link on its dark bar."""
+
+from datetime import date
+
+import pytest
+
+from loans.models import Contract
+from tests.browser.test_dashboard_in_a_browser import log_in
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+WIDTHS = """() => ({page: document.documentElement.scrollWidth, view: window.innerWidth})"""
+HEADER = """() => {
+  const bar = document.querySelector(".site-header").getBoundingClientRect();
+  return [...document.querySelectorAll(".site-header a, .site-header button, .site-header select")]
+    .filter(e => e.offsetParent !== null)
+    .map(e => { const r = e.getBoundingClientRect();
+                return [e.textContent.trim() || e.tagName,
+                        r.top >= bar.top - 1 && r.bottom <= bar.bottom + 1
+                        && r.left >= bar.left - 1 && r.right <= bar.right + 1]; })
+    .filter(([_name, inside]) => !inside).map(([name]) => name);
+}"""
+
+
+@pytest.fixture
+def phone(browser):
+    context = browser.new_context(locale="en-US", viewport=PHONE)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield page
+    context.close()
+
+
+@pytest.mark.parametrize(("who", "path"), [("lead", "/en/tenants/vision/"),
+                                           ("lead", "/en/tenants/vision/?period=all"),
+                                           ("operator", "/en/fleet/"),
+                                           ("lead", "/zh-hans/tenants/vision/")])
+def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator, contract,
+                                             other_tenant, plan, metered, who, path):
+    Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
+                            status=Contract.Status.ACTIVE)
+    log_in(phone, live_server.url, who, path)
+    phone.goto(live_server.url + path)
+    phone.wait_for_selector("main")
+    widths = phone.evaluate(WIDTHS)
+    assert widths["page"] <= widths["view"], widths
+    assert phone.evaluate(HEADER) == []
