@@ -5,7 +5,9 @@ from django.contrib import admin
 from django.http import HttpResponseBadRequest
 from django.utils.translation import gettext_lazy as _
 
-DATE_PARTS = {"year": (1970, 2999), "month": (1, 12), "day": (1, 31)}
+from core.bounds import FIRST_DAY, LAST_DAY, whole_number
+
+DATE_PARTS = {"year": (FIRST_DAY.year, LAST_DAY.year), "month": (1, 12), "day": (1, 31)}
 
 
 class DatedAdmin(admin.ModelAdmin):
@@ -18,8 +20,7 @@ class DatedAdmin(admin.ModelAdmin):
             for part, (least, most) in DATE_PARTS.items():
                 name = f"{self.date_hierarchy}__{part}"
                 raw = request.GET.get(name)
-                if raw is not None and not (raw.isascii() and raw.isdigit() and len(raw) <= 4
-                                            and least <= int(raw) <= most):
+                if raw is not None and whole_number(raw, least, most, digits=4) is None:
                     return HttpResponseBadRequest(
                         _("%(name)s must be a whole number from %(least)s to %(most)s.")
                         % {"name": name, "least": least, "most": most},

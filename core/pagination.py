@@ -7,6 +7,8 @@ from django.utils.translation import gettext as _
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 
+from core.bounds import whole_number
+
 MAX_OFFSET = 10**9
 
 
@@ -14,10 +16,11 @@ def _whole(request, name: str, least: int, most: int, default: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 10 and least <= int(raw) <= most):
+    value = whole_number(raw, least, most, digits=10)
+    if value is None:
         raise ValidationError({name: [_("Use a whole number from %(least)s to %(most)s.")
                                       % {"least": least, "most": f"{most:,}"}]})
-    return int(raw)
+    return value
 
 
 class CappedPages(LimitOffsetPagination):

@@ -13,6 +13,7 @@ from django.template.response import TemplateResponse
 from django.utils.dateparse import parse_date
 from django.utils.translation import gettext as _
 
+from core.bounds import day_in_range, whole_number
 from metering.models import Node, UsageSample, tenant_model
 from metering.services import reported_by
 
@@ -28,7 +29,7 @@ def _day_start(raw: str, field: str, errors: list[str]) -> datetime | None:
         day = parse_date(raw)
     except ValueError:
         day = None
-    if day is None or not 1970 <= day.year <= 2999:
+    if day is None or not day_in_range(day):
         errors.append(_("%(field)s: %(value)s is not a date (YYYY-MM-DD) from 1970 to 2999.")
                       % {"field": field, "value": raw[:40]})
         return None
@@ -59,10 +60,8 @@ def sample_list(request: HttpRequest) -> HttpResponse:
         samples = samples.filter(ts__gte=since)
     if until:
         samples = samples.filter(ts__lt=until)
-    raw_page = params.get("page", "1")
-    if raw_page.isascii() and raw_page.isdigit() and 1 <= int(raw_page) <= MAX_PAGE:
-        page = int(raw_page)
-    else:
+    page = whole_number(params.get("page", "1"), 1, MAX_PAGE)
+    if page is None:
         page = 1
         errors.append(_("page must be a whole number from 1 to %(most)s.")
                       % {"most": f"{MAX_PAGE:,}"})

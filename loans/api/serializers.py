@@ -12,7 +12,7 @@ from django.utils.translation import gettext as _
 from rest_framework import serializers
 
 from core.api import ModelCleanMixin
-from loans.maths.billing import FIRST_DAY, LAST_DAY, day_in_range
+from core.bounds import FIRST_DAY, LAST_DAY, day_in_range
 from loans.models import Contract, Plan, Tenant
 from metering.services import AttributionRuleSerializer, replace_rules, rule_clashes
 from metering.usage import floor_hour

@@ -19,13 +19,6 @@ RATE = Decimal("0.0001")
 CENTS = Decimal("0.01")
 DEFAULT_OVERAGE_MULTIPLIER = Decimal("1.2")
 ZERO = Decimal(0)
-# The days a query may name: wide enough for any contract, narrow enough that every zone's
-# midnight and every period arithmetic stays inside Python's datetime.
-FIRST_DAY, LAST_DAY = date(1970, 1, 1), date(2999, 12, 31)
-
-
-def day_in_range(day: date) -> bool:
-    return FIRST_DAY <= day <= LAST_DAY
 
 
 @dataclass(frozen=True)

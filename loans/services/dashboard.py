@@ -9,6 +9,7 @@ from django.core.cache import cache
 from django.db.models import Case, IntegerField, Value, When
 from django.utils.translation import gettext as _
 
+from core import bounds
 from loans.maths import billing
 from loans.maths.burndown import TRAILING_WINDOW
 from loans.maths.figures import PeriodFigures, period_figures
@@ -100,10 +101,10 @@ def pick_period(
             _("period must be a period number, a date (YYYY-MM-DD) or \"current\"%(all)s; "
               "got %(value)s.") % {"all": _(" or \"all\"") if allow_all else "",
                                   "value": repr(value[:32])}) from None
-    if not billing.day_in_range(day):
+    if not bounds.day_in_range(day):
         raise PeriodChoiceError(
             _("period must be a date from %(first)s to %(last)s; got %(day)s.")
-            % {"first": billing.FIRST_DAY, "last": billing.LAST_DAY, "day": day})
+            % {"first": bounds.FIRST_DAY, "last": bounds.LAST_DAY, "day": day})
     moment = billing.local_midnight(day, contract.zone)
     period = next((p for p in started if p.contains(moment)), None)
     if period is None:
