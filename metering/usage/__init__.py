@@ -104,18 +104,7 @@ class Hour:
 
 def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[Hour]:
     """Every UTC hour in [start, end), zeros where nothing was metered."""
-    stored = {
-        hour: (allocated, busy, peak, count)
-        for hour, allocated, busy, peak, count in TenantHour.objects.filter(
-            tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end
-        ).values_list("hour", "allocated_gpu_s", "busy_gpu_s", "peak_gpus", "sample_count")
-    }
-    hours, hour = [], floor_hour(start)
-    while hour < end:
-        allocated, busy, peak, count = stored.get(hour, (0.0, 0.0, 0.0, 0))
-        hours.append(Hour(hour, allocated / 3600, busy / 3600, peak, count))
-        hour += HOUR
-    return hours
+    return hours_from(hour_rows([(tenant_id, start, end)]), tenant_id, start, end)
 
 
 Span = tuple[int | None, datetime, datetime]  # a tenant, and [start, end)
