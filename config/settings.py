@@ -371,8 +371,8 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "metering.schema.add_agent_protocol",
-        "config.schema.add_error_responses",
+        "metering.intake.protocol_schema.add_agent_protocol",
+        "config.openapi.add_error_responses",
     ],
 }
 

@@ -10,7 +10,7 @@ class LoansConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_migrate
 
-        from loans.api import schema  # noqa: F401 - registers the OpenAPI auth extension
+        from loans.api import token_scheme  # noqa: F401 - registers the OpenAPI auth extension
 
         post_migrate.connect(grant_operators, dispatch_uid="loans-grant-operators")
 

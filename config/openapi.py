@@ -23,7 +23,7 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
         {"ApiDetail": DETAIL, "ApiInvalid": INVALID})
     for path, operations in result.get("paths", {}).items():
         if path == "/api/v1/samples":
-            continue  # agent protocol v1 documents its own (metering.schema)
+            continue  # agent protocol v1 documents its own (metering.intake.protocol_schema)
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             wanted = dict(REFUSALS)
