@@ -1,7 +1,8 @@
 """Usage for the ledger tests, metered the way agents report it: samples through
 metering.intake.ingest (protocol v1's validation, attribution and storage, without HTTP)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -12,6 +13,19 @@ from metering.models import AttributionRule, Node
 HOUR = timedelta(hours=1)
 JAN, FEB, MAR = (datetime(2026, m, 1, tzinfo=UTC) for m in (1, 2, 3))
 GRACE = timedelta(hours=3)  # past the late-data grace after a period's end
+
+
+def months_later(day: date, months: int) -> date:
+    """The same day `months` later, or the month's last where it is shorter (as a model of
+    the product's billing periods, written from the calendar)."""
+    index = day.month - 1 + months
+    year, month = day.year + index // 12, index % 12 + 1
+    last = [31, 29 if year % 4 == 0 else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+    return date(year, month, min(day.day, last))
+
+
+def midnight(day: date, zone: str) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone)).astimezone(UTC)
 
 
 @pytest.fixture

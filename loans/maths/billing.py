@@ -9,6 +9,7 @@ line's amount.
 """
 
 import calendar
+import functools
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
@@ -65,8 +66,15 @@ def periods(starts_on: date, term_months: int, tz: ZoneInfo) -> list[Period]:
     Each anniversary is taken from the start date, not chained, so a contract starting on the 31st
     has periods starting Jan 31, Feb 28, Mar 31.
     """
+    return list(_periods(starts_on, term_months, tz))
+
+
+@functools.lru_cache(maxsize=4096)
+def _periods(starts_on: date, term_months: int, tz: ZoneInfo) -> tuple[Period, ...]:
+    # Pure in its arguments and asked for again and again (every page reads each contract's
+    # periods several times; the fleet reads a thousand contracts'): computed once each.
     bounds = [local_midnight(add_months(starts_on, k), tz) for k in range(term_months + 1)]
-    return [Period(k, bounds[k], bounds[k + 1]) for k in range(term_months)]
+    return tuple(Period(k, bounds[k], bounds[k + 1]) for k in range(term_months))
 
 
 def period_of(starts_on: date, index: int, tz: ZoneInfo) -> Period:

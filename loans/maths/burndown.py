@@ -64,10 +64,7 @@ def trailing_rate(
     The spread comes from whole-day sums where at least two whole days are in the window, so
     the day/night rhythm does not pass for noise; otherwise from hourly values.
     """
-    start = now - TRAILING_WINDOW
-    if history_start is not None and history_start > start:
-        start = history_start
-    window_hours = (now - start).total_seconds() / 3600
+    start, window_hours = trailing_window(now, history_start)
     if window_hours <= 0:
         return Rate(0.0, 0, 0.0)
     days = int(window_hours // 24)
@@ -87,9 +84,33 @@ def trailing_rate(
                 if now - (k + 1) * block_hours * HOUR <= hour < now - k * block_hours * HOUR:
                     blocks[k] += v
                     break
-    per_hour = total / window_hours
+    per_hour = mean_rate(total, window_hours)
     block_sd = statistics.stdev(blocks) if len(blocks) >= 2 else 0.0
     return Rate(per_hour, block_hours if len(blocks) >= 2 else 0, block_sd)
+
+
+def trailing_window(now: datetime, history_start: datetime | None = None
+                    ) -> tuple[datetime, float]:
+    """The window the trailing rate averages over, ending at `now`: its start (7 days before,
+    or `history_start` if later) and its length in hours. Hours that start in [start, now)
+    count."""
+    start = now - TRAILING_WINDOW
+    if history_start is not None and history_start > start:
+        start = history_start
+    return start, (now - start).total_seconds() / 3600
+
+
+def mean_rate(total: float, window_hours: float) -> float:
+    """GPU-hours per hour: `total` over the window's hours (trailing_window)."""
+    return total / window_hours if window_hours > 0 else 0.0
+
+
+def projected_use(*, start: datetime, end: datetime, now: datetime, used: float,
+                  per_hour: float) -> float:
+    """GPU-hours the period [start, end) ends with, seen at `now`: those used so far, plus
+    `per_hour` (the trailing rate) for every hour left. The one forecast of a period's use:
+    the burn-down's and the fleet's."""
+    return used + per_hour * max(0.0, (end - max(now, start)).total_seconds() / 3600)
 
 
 def _near(k: int, count: int) -> list[int]:
@@ -130,8 +151,8 @@ def burndown(
 
     remaining_now = committed - used
     rate = trailing_rate(usage, min(now, end), history_start or start)
-    left_hours = max(0.0, (end - max(now, start)).total_seconds() / 3600)
-    projected_used = used + rate.per_hour * left_hours
+    projected_used = projected_use(start=start, end=end, now=now, used=used,
+                                   per_hour=rate.per_hour)
 
     ideal, remaining, forecast, low, high = [], [], [], [], []
     for point in points:

@@ -12,7 +12,13 @@ from decimal import Decimal
 from typing import Protocol
 
 from loans.maths import billing
-from loans.maths.burndown import BurnDown, burndown
+from loans.maths.burndown import (
+    BurnDown,
+    burndown,
+    mean_rate,
+    projected_use,
+    trailing_window,
+)
 
 DAY = timedelta(days=1)
 
@@ -39,7 +45,10 @@ class HourUsage:
 
 
 @dataclass(frozen=True)
-class PeriodFigures:
+class PeriodGlance:
+    """What the fleet reads of a period: used against committed, cost so far and at period
+    end. PeriodFigures adds the burn-down and the hours behind the charts."""
+
     period: billing.Period
     now: datetime
     terms: billing.Terms  # in force at the period's start
@@ -48,8 +57,6 @@ class PeriodFigures:
     cost_so_far: billing.PeriodCost
     projected_used_gpu_hours: Decimal
     projected_cost: billing.PeriodCost
-    burndown: BurnDown
-    hours: Sequence[Hourly]  # the period's hours up to now
 
     @property
     def committed_gpu_hours(self) -> Decimal:
@@ -63,6 +70,22 @@ class PeriodFigures:
     @property
     def utilisation(self) -> Decimal | None:
         return billing.utilisation(self.committed_gpu_hours, self.used_gpu_hours)
+
+    @property
+    def used_share(self) -> Decimal | None:
+        """Used over committed, past 100% in overage (utilisation stops at 100%)."""
+        c = self.committed_gpu_hours
+        return self.used_gpu_hours / c if c > 0 else None
+
+    @property
+    def unused_money(self) -> Decimal:
+        """What the committed GPU-hours not used (so far; final once the period ended) cost."""
+        return billing.money(self.cost_so_far.unused_gpu_hours * self.terms.committed_rate)
+
+    @property
+    def projected_unused_money(self) -> Decimal:
+        """What the committed GPU-hours the forecast says will go unused cost: paid, not used."""
+        return billing.money(self.projected_unused_gpu_hours * self.terms.committed_rate)
 
     @property
     def busy_share(self) -> Decimal | None:
@@ -83,16 +106,22 @@ class PeriodFigures:
         return max(0.0, left / DAY)
 
     @property
-    def projected_exhaustion(self) -> datetime | None:
-        return self.burndown.projected_exhaustion
-
-    @property
     def projected_overage_gpu_hours(self) -> Decimal:
         return self.projected_cost.overage_gpu_hours
 
     @property
     def projected_unused_gpu_hours(self) -> Decimal:
         return self.projected_cost.unused_gpu_hours
+
+
+@dataclass(frozen=True)
+class PeriodFigures(PeriodGlance):
+    burndown: BurnDown
+    hours: Sequence[Hourly]  # the period's hours up to now
+
+    @property
+    def projected_exhaustion(self) -> datetime | None:
+        return self.burndown.projected_exhaustion
 
     def cumulative(self) -> tuple[list[float], list[float]]:
         """Running totals of allocated and busy GPU-hours at the end of each hour."""
@@ -132,16 +161,33 @@ def period_figures(
         now=now,
         history_start=history_start,
     )
-    projected = max(used, billing.gpu_hours(curve.projected_used))
-    return PeriodFigures(
-        period=period,
-        now=now,
-        terms=terms,
-        used_gpu_hours=used,
-        busy_gpu_hours=busy,
-        cost_so_far=terms.cost(used),
-        projected_used_gpu_hours=projected,
-        projected_cost=terms.cost(projected),
-        burndown=curve,
-        hours=in_period,
-    )
+    return PeriodFigures(**_glance(period, terms, now, metered, curve.projected_used),
+                         burndown=curve, hours=in_period)
+
+
+def period_glance(
+    *,
+    period: billing.Period,
+    terms: billing.Terms,
+    now: datetime,
+    history_start: datetime,
+    metered: tuple[Decimal, Decimal],
+    used: float,
+    trailing: float,
+) -> PeriodGlance:
+    """period_figures without the curves, from sums (the fleet's thousand periods): `used`
+    GPU-hours in the period so far and `trailing` in the window trailing_window gives at
+    min(now, period end) from `history_start`, as the burn-down would have summed them."""
+    seen = min(now, period.end)
+    _start, window_hours = trailing_window(seen, history_start)
+    projected = projected_use(start=period.start, end=period.end, now=now, used=used,
+                              per_hour=mean_rate(trailing, window_hours))
+    return PeriodGlance(**_glance(period, terms, now, metered, projected))
+
+
+def _glance(period, terms, now, metered, projected_used: float) -> dict:
+    used, busy = metered
+    projected = max(used, billing.gpu_hours(projected_used))
+    return {"period": period, "now": now, "terms": terms, "used_gpu_hours": used,
+            "busy_gpu_hours": busy, "cost_so_far": terms.cost(used),
+            "projected_used_gpu_hours": projected, "projected_cost": terms.cost(projected)}

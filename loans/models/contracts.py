@@ -292,16 +292,43 @@ class Contract(models.Model):
         """Amendments by the period they apply from, then as written (prefetch-friendly)."""
         if not self.pk:
             return []
-        return sorted(self.amendments.all(), key=lambda a: (a.from_period, a.created_at, a.pk))
+        # Those with_amendments read, else the prefetched or stored ones.
+        found = self.__dict__.get("_amendments_read")
+        if found is None:
+            found = self.amendments.all()
+        return sorted(found, key=lambda a: (a.from_period, a.created_at, a.pk))
 
     def terms_for(self, index: int) -> Terms:
         """The terms in force at the start of period `index`: the signed ones, with every
         amendment from that period or earlier applied in order."""
-        terms = self.signed_terms()
-        for amendment in self.amendments_in_order():
-            if amendment.from_period <= index:
-                terms = amendment.apply_to(terms)
-        return replace(terms, term_months=self.term_count())
+        return self._terms_through(index)[-1]
+
+    def terms_by_period(self) -> list[Terms]:
+        """terms_for every period of the term, in one pass over the amendments."""
+        return self._terms_through(self.term_count() - 1)
+
+    def _terms_through(self, last: int) -> list[Terms]:
+        # Read-only instances (with_amendments) work their terms out once.
+        known = self.__dict__.get("_terms_read")
+        if known is not None and 0 <= last < len(known):
+            return known[:last + 1]
+        out = self._work_out_terms(last)
+        if "_amendments_read" in self.__dict__:
+            self._terms_read = out
+        return out
+
+    def _work_out_terms(self, last: int) -> list[Terms]:
+        count = self.term_count()
+        terms = replace(self.signed_terms(), term_months=count)
+        pending = self.amendments_in_order()
+        out = [terms] if last < 0 else []
+        for index in range(last + 1):
+            if pending and pending[0].from_period <= index:
+                while pending and pending[0].from_period <= index:
+                    terms = pending.pop(0).apply_to(terms)
+                terms = replace(terms, term_months=count)
+            out.append(terms)
+        return out
 
     def terms_at(self, moment: datetime) -> Terms:
         """The terms in force at `moment` (the first period's before the start, the last
@@ -439,3 +466,17 @@ def _differ(new, old) -> bool:
     if isinstance(new, Decimal | int) and isinstance(old, Decimal | int):
         return Decimal(new) != Decimal(old)
     return new != old
+
+
+def with_amendments(contracts: list[Contract]) -> list[Contract]:
+    """`contracts`, each with its amendments as they are now, read in one query: for reading
+    many contracts' terms (the fleet's thousand; prefetch_related clones a queryset for every
+    contract, a third of the fleet page's time). Read-only: an amendment written later is not
+    seen by these instances."""
+    amendment = Contract.amendments.rel.related_model
+    found: dict[int, list] = {contract.pk: [] for contract in contracts}
+    for row in amendment.objects.filter(contract__in=list(found)):
+        found[row.contract_id].append(row)
+    for contract in contracts:
+        contract._amendments_read = found[contract.pk]
+    return contracts

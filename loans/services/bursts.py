@@ -27,6 +27,7 @@ MAX_GPUS = 100_000  # what one request may ask for, a sanity bound for forms and
 State = BurstRequest.State
 LIVE = [State.QUEUED, State.GRANTED]
 ANY = ""  # the GPU model of a plan for any model
+HOUR = timedelta(hours=1)
 
 
 class BurstError(ValueError):
@@ -50,15 +51,18 @@ def physical_gpus(now: datetime) -> dict[str, float]:
 Guarantee = tuple[datetime, datetime, int]  # a period of a contract, its base quota
 
 
-def guarantees() -> dict[str, list[Guarantee]]:
-    """The base quota of every period of every active contract, by GPU model (ANY for plans
-    of any model): what each pool, or the fleet, owes before any burst."""
+def guarantees(active: list[Contract] | None = None) -> dict[str, list[Guarantee]]:
+    """The base quota of every period of every active contract (read here, or the caller's
+    `active`, with their amendments), by GPU model (ANY for plans of any model): what each
+    pool, or the fleet, owes before any burst."""
+    if active is None:
+        active = Contract.objects.filter(status=Contract.Status.ACTIVE).prefetch_related(
+            "amendments")
     out: dict[str, list[Guarantee]] = {}
-    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).prefetch_related(
-            "amendments"):
+    for contract in active:
         out.setdefault(contract.gpu_model, []).extend(
-            (p.start, p.end, contract.terms_for(p.index).base_quota_gpus)
-            for p in contract.periods())
+            (p.start, p.end, terms.base_quota_gpus)
+            for p, terms in zip(contract.periods(), contract.terms_by_period(), strict=True))
     return out
 
 
@@ -66,6 +70,25 @@ def guaranteed_gpus(owed: list[Guarantee], start: datetime, end: datetime) -> in
     """The most GPUs these guarantees hold at one moment of [start, end)."""
     return peak([(max(first, start), min(last, end), base) for first, last, base in owed
                  if first < end and last > start])
+
+
+def guaranteed_by_hour(owed: list[Guarantee], hours: list[datetime]) -> list[int]:
+    """guaranteed_gpus over each of consecutive hours, in one sweep over the guarantees'
+    edges: a pool's week is 168 hours of a thousand contracts' periods."""
+    edges = sorted(edge for first, last, base in owed for edge in ((first, base), (last, -base)))
+    out, held, next_edge = [], 0, 0
+    for hour in hours:
+        while next_edge < len(edges) and edges[next_edge][0] <= hour:
+            held += edges[next_edge][1]
+            next_edge += 1
+        top = running = held
+        inside = next_edge
+        while inside < len(edges) and edges[inside][0] < hour + HOUR:
+            running += edges[inside][1]
+            top = max(top, running)
+            inside += 1
+        out.append(top)
+    return out
 
 
 def peak(spans: list[tuple[datetime, datetime, int]]) -> int:
@@ -322,10 +345,12 @@ def effective_quota(contract: Contract, at: datetime) -> tuple[int, int]:
     return terms.base_quota_gpus + extra, terms.max_quota_gpus
 
 
-def pool_series(model: str, start: datetime, end: datetime) -> dict:
+def pool_series(model: str, start: datetime, end: datetime, fleet: Pools | None = None
+                ) -> dict:
     """A pool hour by hour: its GPUs, the base quotas guaranteed on it, the bursts granted on
-    it (plans of any model included, where they were placed) and its free GPUs."""
-    fleet = capacity(start)
+    it (plans of any model included, where they were placed) and its free GPUs. `fleet` is
+    capacity(start), where the caller has it."""
+    fleet = fleet or capacity(start)
     physical = fleet.physical.get(model, 0.0)
     bursts = granted_on(model, start, end)
     first = start.replace(minute=0, second=0, microsecond=0)
@@ -335,7 +360,7 @@ def pool_series(model: str, start: datetime, end: datetime) -> dict:
         hour += timedelta(hours=1)
     # Only the periods in the window, once, not the whole terms for every hour.
     owed = [g for g in fleet.owed.get(model, []) if g[0] < end and g[1] > first]
-    guaranteed = [guaranteed_gpus(owed, h, h + timedelta(hours=1)) for h in hours]
+    guaranteed = guaranteed_by_hour(owed, hours)
     granted = [sum(b.gpus for b in bursts if b.starts_at < h + timedelta(hours=1)
                    and b.ends_at > h) for h in hours]
     free = [max(0.0, physical - g - b) for g, b in zip(guaranteed, granted, strict=True)]

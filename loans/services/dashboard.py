@@ -11,8 +11,8 @@ from django.utils.translation import gettext as _
 
 from core import bounds
 from loans.maths import billing
-from loans.maths.burndown import TRAILING_WINDOW
-from loans.maths.figures import PeriodFigures, period_figures
+from loans.maths.burndown import TRAILING_WINDOW, trailing_window
+from loans.maths.figures import PeriodFigures, PeriodGlance, period_figures, period_glance
 from loans.models import Contract, Tenant
 from loans.services import ledger
 from metering import usage
@@ -45,16 +45,25 @@ def figures(contract: Contract, period: billing.Period, now: datetime,
     return _figures(contract, period, now, entry, hours)
 
 
-def figures_of(pairs: list[tuple[Contract, billing.Period]], now: datetime
-               ) -> dict[int, PeriodFigures]:
-    """figures() for many contracts' periods (the fleet page), keyed by contract id, in one
-    read of the meter whatever their number: the hours since each forecast's history start,
-    which cover the periods' totals too."""
-    spans = {c.pk: (c.tenant_id, _history_start(c, p), min(now, p.end)) for c, p in pairs}
-    rows = usage.hour_rows(list(spans.values()))
-    entries = ledger.period_entries(pairs, now, rows)
-    return {c.pk: _figures(c, p, now, entries[c.pk], usage.hours_from(rows, *spans[c.pk]))
-            for c, p in pairs}
+def glances_of(pairs: list[tuple[Contract, billing.Period]], now: datetime
+               ) -> dict[int, PeriodGlance]:
+    """What figures() says of many contracts' periods, without the curves (the fleet page),
+    keyed by contract id: two sums a contract, each period so far and the week before now,
+    in one query whatever their number."""
+    spans = []
+    for contract, period in pairs:
+        seen = min(now, period.end)
+        week_start, _hours = trailing_window(seen, contract.periods()[0].start)
+        spans.append((contract.tenant_id, period.start, week_start, seen))
+    out = {}
+    for (contract, period), (metered, week) in zip(pairs, usage.nested_totals(spans),
+                                                   strict=True):
+        entry = ledger.live_entry(contract, period, now, metered)
+        out[contract.pk] = period_glance(
+            period=period, terms=entry.terms, now=now,
+            history_start=contract.periods()[0].start, metered=(entry.metered, entry.busy),
+            used=metered.allocated_gpu_hours, trailing=week.allocated_gpu_hours)
+    return out
 
 
 def _history_start(contract: Contract, period: billing.Period) -> datetime:

@@ -3,27 +3,27 @@ what has been guaranteed."""
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import Count
 
-from loans.maths.billing import money
-from loans.maths.figures import PeriodFigures
+from loans.maths.figures import PeriodGlance
 from loans.models import Alert, Contract
+from loans.models.contracts import with_amendments
 from loans.services import bursts, dashboard
+from metering.usage import floor_hour
 
 
 @dataclass(frozen=True)
 class ContractStatus:
     contract: Contract
-    figures: PeriodFigures
+    figures: PeriodGlance
     open_alerts: int = 0
 
     @property
     def used_share(self) -> Decimal | None:
-        c = self.figures.committed_gpu_hours
-        return self.figures.used_gpu_hours / c if c > 0 else None
+        return self.figures.used_share
 
     @property
     def projected_share(self) -> Decimal | None:
@@ -37,8 +37,7 @@ class ContractStatus:
     @property
     def projected_waste(self) -> Decimal:
         """Money paid for committed GPU-hours the forecast says will go unused."""
-        terms = self.figures.terms
-        return money(self.figures.projected_unused_gpu_hours * terms.committed_rate)
+        return self.figures.projected_unused_money
 
     @property
     def money_at_stake(self) -> Decimal:
@@ -58,15 +57,22 @@ SORTS = {
 }
 
 
-def contract_statuses(now: datetime, sort: str = "projected", descending: bool = True):
-    """Every active contract in its current period, sorted by one of SORTS."""
-    contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
-        "tenant", "plan").prefetch_related("amendments")
+def active_contracts() -> list[Contract]:
+    """The active contracts with what the fleet reads of them, in one read to share."""
+    return with_amendments(list(Contract.objects.filter(status=Contract.Status.ACTIVE)
+                                .select_related("tenant", "plan")))
+
+
+def contract_statuses(now: datetime, sort: str = "projected", descending: bool = True,
+                      contracts: list[Contract] | None = None):
+    """Every active contract (or of `contracts`, active_contracts() read by the caller) in its
+    current period, sorted by one of SORTS."""
+    contracts = active_contracts() if contracts is None else contracts
     alerts = dict(Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=False)
                   .values("tenant_id").annotate(n=Count("pk")).values_list("tenant_id", "n"))
     pairs = [(c, c.period_at(now)) for c in contracts]
     pairs = [(c, period) for c, period in pairs if period is not None]
-    figures = dashboard.figures_of(pairs, now)
+    figures = dashboard.glances_of(pairs, now)
     statuses = [ContractStatus(c, figures[c.pk], alerts.get(c.tenant_id, 0)) for c, _p in pairs]
     return sorted(statuses, key=SORTS[sort], reverse=descending)
 
@@ -85,22 +91,49 @@ class Capacity:
         return self.guaranteed_gpus / self.physical_gpus if self.physical_gpus else None
 
 
-def capacity(now: datetime) -> tuple[list[Capacity], Capacity]:
+def capacity(now: datetime, contracts: list[Contract] | None = None,
+             physical: dict[str, float] | None = None) -> tuple[list[Capacity], Capacity]:
     """GPUs by model (those that reported within the capacity window) against the base and
     max quotas of the contracts running now, and the whole fleet. Plans for any model count
-    in the whole fleet only."""
+    in the whole fleet only. `contracts` and `physical` are what active_contracts() and
+    bursts.physical_gpus(now) return, where the caller has them."""
     guaranteed: dict[str, int] = defaultdict(int)
     caps: dict[str, int] = defaultdict(int)
-    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
-            "plan").prefetch_related("amendments"):
-        if contract.period_at(now) is None:
+    for contract in active_contracts() if contracts is None else contracts:
+        period = contract.period_at(now)
+        if period is None:
             continue
-        terms = contract.terms_at(now)
+        terms = contract.terms_for(period.index)
         guaranteed[contract.gpu_model] += terms.base_quota_gpus
         caps[contract.gpu_model] += terms.max_quota_gpus
-    physical = bursts.physical_gpus(now)
+    physical = bursts.physical_gpus(now) if physical is None else physical
     models = sorted((set(physical) | set(guaranteed)) - {""})
     rows = [Capacity(m, physical.get(m, 0.0), guaranteed.get(m, 0), caps.get(m, 0))
             for m in models]
     whole = Capacity("", sum(physical.values()), sum(guaranteed.values()), sum(caps.values()))
     return rows, whole
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The fleet page: contracts, capacity, and each pool's coming hours."""
+
+    statuses: list[ContractStatus]
+    capacity: list[Capacity]
+    whole: Capacity
+    pools: list[tuple[str, dict]]  # GPU model, bursts.pool_series
+
+
+def overview(now: datetime, sort: str, descending: bool, pool_ahead: timedelta) -> Overview:
+    """Everything the fleet page shows of contracts and pools, from one read of the active
+    contracts and one of the GPUs."""
+    contracts = active_contracts()
+    pools = bursts.Pools(bursts.physical_gpus(now), bursts.guarantees(contracts))
+    by_model, whole = capacity(now, contracts, pools.physical)
+    start = floor_hour(now)
+    models = sorted(({c.gpu_model for c in contracts} | set(pools.physical)) - {bursts.ANY})
+    return Overview(
+        statuses=contract_statuses(now, sort, descending, contracts),
+        capacity=by_model, whole=whole,
+        pools=[(model, bursts.pool_series(model, start, start + pool_ahead, pools))
+               for model in models])

@@ -167,16 +167,13 @@ def period_entry(contract: Contract, period: billing.Period, now: datetime) -> P
     return live_entry(contract, period, now, metered)
 
 
-def period_entries(pairs: list[tuple[Contract, billing.Period]], now: datetime,
-                   rows: usage.HourRows | None = None) -> dict[int, PeriodEntry]:
-    """period_entry for many contracts' periods (the fleet's current ones), keyed by
-    contract id, in one read of the meter (or from `rows` the caller read, which must cover
-    the periods)."""
-    if rows is None:
-        rows = usage.hour_rows([(c.tenant_id, p.start, min(p.end, now)) for c, p in pairs])
-    return {c.pk: live_entry(c, p, now, usage.totals_from(rows, c.tenant_id, p.start,
-                                                          min(p.end, now)))
-            for c, p in pairs}
+def period_entries(pairs: list[tuple[Contract, billing.Period]], now: datetime
+                   ) -> dict[int, PeriodEntry]:
+    """period_entry for many contracts' periods (the admin's list), keyed by contract id, in
+    one read of the meter: the same hours and sums as period_entry's."""
+    totals = usage.span_totals([(c.tenant_id, p.start, min(p.end, now)) for c, p in pairs])
+    return {c.pk: live_entry(c, p, now, metered)
+            for (c, p), metered in zip(pairs, totals, strict=True)}
 
 
 def live_entry(contract: Contract, period: billing.Period, now: datetime, metered) -> PeriodEntry:

@@ -2,10 +2,12 @@
 
 from datetime import timedelta
 from functools import wraps
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -21,15 +23,15 @@ from core import spreadsheet
 from loans.access import Refused, is_lead, is_operator, require, tenant_for_user, tenants_for
 from loans.maths.billing import Period
 from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
-from loans.services import bursts, dashboard, ledger
+from loans.services import dashboard, ledger
 from loans.services import fleet_status as fleet
 from loans.web import charts
 from loans.web.bursts import BurstForm
 from metering.usage import fleet as metering_fleet
-from metering.usage import floor_hour
 
 ALERT_HISTORY = 30
 POOL_AHEAD = timedelta(days=7)
+FLEET_PAGE_SIZE = 100  # contracts a page; the CSV export has them all
 
 
 FLEET_COLUMNS = [  # sort key, heading
@@ -41,14 +43,6 @@ FLEET_COLUMNS = [  # sort key, heading
     ("days_left", gettext_lazy("Days left")),
     ("alerts", gettext_lazy("Open alerts")),
 ]
-
-
-def pool_models(now) -> list[str]:
-    """GPU models with a pool: those that reported within the capacity window, and those
-    active contracts are signed for."""
-    signed = set(Contract.objects.filter(status=Contract.Status.ACTIVE)
-                 .values_list("gpu_model", flat=True))
-    return sorted((signed | set(bursts.physical_gpus(now))) - {""})
 
 
 def operator_required(view):
@@ -261,18 +255,18 @@ def _fleet_sort(request: HttpRequest) -> tuple[str, bool]:
 def fleet_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     sort, descending = _fleet_sort(request)
-    by_model, whole = fleet.capacity(now)
+    seen = fleet.overview(now, sort, descending, POOL_AHEAD)
     month_ago = now - timedelta(days=30)
     return render(request, "loans/fleet.html", {
-        "statuses": fleet.contract_statuses(now, sort, descending),
+        "page": Paginator(seen.statuses, FLEET_PAGE_SIZE).get_page(request.GET.get("page")),
         "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
-        "capacity": by_model, "whole": whole,
+        "fleet_query": urlencode({"sort": sort, "dir": "desc" if descending else "asc"}) + "&",
+        "capacity": seen.capacity, "whole": seen.whole,
         "nodes": metering_fleet.node_status(now),
         "fleet_alerts": Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=True),
         "pools": [{"id": f"pool-{k}", "script_id": f"pool-{k}-data",
-                   "figure": charts.pool_figure(model, bursts.pool_series(
-                       model, floor_hour(now), floor_hour(now) + POOL_AHEAD))}
-                  for k, model in enumerate(pool_models(now))],
+                   "figure": charts.pool_figure(model, series)}
+                  for k, (model, series) in enumerate(seen.pools)],
         "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
         "month_ago": month_ago, "now": now,
     })

@@ -103,50 +103,82 @@ class Hour:
 
 
 def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[Hour]:
-    """Every UTC hour in [start, end), zeros where nothing was metered."""
-    return hours_from(hour_rows([(tenant_id, start, end)]), tenant_id, start, end)
-
-
-Span = tuple[int | None, datetime, datetime]  # a tenant, and [start, end)
-HourRows = dict[tuple[int | None, datetime], tuple[float, float, float, int]]
-
-
-def hour_rows(spans: list[Span]) -> HourRows:
-    """The tenant-hours of many (tenant, range) spans in one query (an OR of one range per
-    tenant), as {(tenant id, hour): (allocated GPU-s, busy GPU-s, peak, samples)}: the fleet
-    page's periods read once, whatever their number. hours_from and totals_from cut them."""
-    if not spans:
-        return {}
-    where = models.Q(pk__in=[])
-    for tenant_id, start, end in spans:
-        where |= models.Q(tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end)
-    return {(tenant_id, hour): rest for tenant_id, hour, *rest in TenantHour.objects.filter(
-        where).values_list("tenant_id", "hour", "allocated_gpu_s", "busy_gpu_s", "peak_gpus",
-                           "sample_count")}
-
-
-def hours_from(rows: HourRows, tenant_id: int | None, start: datetime, end: datetime
-               ) -> list[Hour]:
-    """tenant_hours, from rows hour_rows read (for a span inside one it was given)."""
+    """Every UTC hour in [start, end), zeros where nothing was metered (from the hour `start`
+    falls in)."""
+    rows = {hour: rest for hour, *rest in TenantHour.objects.filter(
+        tenant_id=tenant_id, hour__gte=floor_hour(start), hour__lt=end).values_list(
+            "hour", "allocated_gpu_s", "busy_gpu_s", "peak_gpus", "sample_count")}
     hours, hour = [], floor_hour(start)
     while hour < end:
-        allocated, busy, peak, count = rows.get((tenant_id, hour), (0.0, 0.0, 0.0, 0))
+        allocated, busy, peak, count = rows.get(hour, (0.0, 0.0, 0.0, 0))
         hours.append(Hour(hour, allocated / 3600, busy / 3600, peak, count))
         hour += HOUR
     return hours
 
 
-def totals_from(rows: HourRows, tenant_id: int | None, start: datetime, end: datetime
-                ) -> Totals:
-    """tenant_totals, from rows hour_rows read, summed hour by hour."""
-    allocated = busy = 0.0
-    count, hour = 0, floor_hour(start)
-    while hour < end:
-        row = rows.get((tenant_id, hour))
-        if row is not None:
-            allocated, busy, count = allocated + row[0], busy + row[1], count + row[3]
-        hour += HOUR
-    return Totals(allocated / 3600, busy / 3600, count)
+Span = tuple[int, datetime, datetime]  # a tenant, and [start, end)
+
+
+# One row per span (a key, its tenant, the two starts a and b, the first of them and the end),
+# joined to the tenant-hours it covers: every span's sums since a and since b in one grouped
+# query, each hour read once.
+SPAN_SUMS_SQL = """
+    SELECT s.k, SUM(CASE WHEN h.hour >= s.a THEN h.allocated_gpu_s END),
+           SUM(CASE WHEN h.hour >= s.a THEN h.busy_gpu_s END),
+           SUM(CASE WHEN h.hour >= s.a THEN h.sample_count END),
+           SUM(CASE WHEN h.hour >= s.b THEN h.allocated_gpu_s END),
+           SUM(CASE WHEN h.hour >= s.b THEN h.busy_gpu_s END),
+           SUM(CASE WHEN h.hour >= s.b THEN h.sample_count END)
+    FROM {spans} JOIN metering_tenanthour h
+      ON h.tenant_id = s.tenant AND h.hour >= s.first AND h.hour < s.last
+    GROUP BY s.k
+"""
+SPANS_POSTGRESQL = ("unnest(%s::integer[], %s::bigint[], %s::timestamptz[], %s::timestamptz[],"
+                    " %s::timestamptz[], %s::timestamptz[]) AS s(k, tenant, a, b, first, last)")
+SPANS_PER_QUERY = 5000  # SQLite binds six parameters a span, and allows 32,766
+NOTHING = Totals(0.0, 0.0, 0)
+
+
+def span_totals(spans: list[Span]) -> list[Totals]:
+    """tenant_totals for each of many spans (the admin's current periods), summed by the
+    database in one query whatever their number: the same hours (those that start in
+    [start, end)), the same sums."""
+    return [whole for whole, _part in nested_totals(
+        [(tenant, start, start, end) for tenant, start, end in spans])]
+
+
+def nested_totals(spans: list[tuple[int, datetime, datetime, datetime]]
+                  ) -> list[tuple[Totals, Totals]]:
+    """For each (tenant, a, b, end), tenant_totals over [a, end) and over [b, end) (the fleet's
+    periods so far and their trailing weeks), in one query whatever their number, each hour
+    read once. Spans are of tenants, not of unattributed usage."""
+    found: dict[int, tuple] = {}
+    for offset in range(0, len(spans), SPANS_PER_QUERY):
+        chunk = [(offset + k, tenant, a, b, min(a, b), end) for k, (tenant, a, b, end)
+                 in enumerate(spans[offset:offset + SPANS_PER_QUERY]) if min(a, b) < end]
+        if chunk:
+            found.update(_span_sums(chunk))
+    return [found.get(k, (NOTHING, NOTHING)) for k in range(len(spans))]
+
+
+def _span_sums(chunk: list[tuple]) -> dict[int, tuple[Totals, Totals]]:
+    if connection.vendor == "postgresql":
+        sql = SPAN_SUMS_SQL.format(spans=SPANS_POSTGRESQL)
+        params = [list(column) for column in zip(*chunk, strict=True)]
+    else:
+        rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
+        sql = (f"WITH s(k, tenant, a, b, first, last) AS (VALUES {rows}) "
+               + SPAN_SUMS_SQL.format(spans="s"))
+        adapt = connection.ops.adapt_datetimefield_value
+        params = [value for k, tenant, *moments in chunk
+                  for value in (k, tenant, *map(adapt, moments))]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return {k: (_totals(*sums[:3]), _totals(*sums[3:])) for k, *sums in cursor.fetchall()}
+
+
+def _totals(allocated, busy, count) -> Totals:
+    return Totals((allocated or 0.0) / 3600, (busy or 0.0) / 3600, int(count or 0))
 
 
 def sample_values(samples: models.QuerySet) -> models.QuerySet:

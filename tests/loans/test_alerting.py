@@ -214,7 +214,7 @@ def test_the_fleet_counts_open_alerts(client, operator, contract, metered):
     commit(contract, 300)
     opened = evaluate_alerts(NOW).opened
     client.force_login(operator)
-    statuses = client.get("/en/fleet/?sort=alerts").context["statuses"]
+    statuses = client.get("/en/fleet/?sort=alerts").context["page"].object_list
     assert statuses[0].open_alerts == len([a for a in opened if a.tenant_id])
 
 

@@ -4,11 +4,13 @@ nothing; a plan of any model draws on one pool and never on room guaranteed to o
 lies inside its contract; priority means lower first everywhere, and the manifest names the
 namespace attribution tries first."""
 
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 import yaml
 from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loans.models import BurstRequest, Contract, Plan
 from loans.services import bursts, manifests
@@ -164,3 +166,29 @@ def test_the_manifest_names_the_namespace_attribution_tries_first(tenant, contra
     assert quota["metadata"]["namespace"] == "vision"
     assert queue["spec"]["namespaceSelector"]["matchLabels"] == {
         "kubernetes.io/metadata.name": "vision"}
+
+
+HOUR = timedelta(hours=1)
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+guarantee_sets = st.lists(st.tuples(st.integers(0, 60 * 48), st.integers(1, 60 * 24),
+                                    st.integers(0, 8)), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(owed=guarantee_sets, first_hour=st.integers(0, 40), count=st.integers(0, 30))
+def test_a_pool_s_hourly_guarantees_are_the_most_held_at_any_moment_of_each_hour(
+        owed, first_hour, count):
+    """The pool chart's sweep against a model that tries every moment that matters: each
+    hour's start and every guarantee's edge inside it."""
+    spans = [(T0 + timedelta(minutes=start), T0 + timedelta(minutes=start + length), base)
+             for start, length, base in owed]
+    hours = [T0 + (first_hour + k) * HOUR for k in range(count)]
+
+    def held(moment):
+        return sum(base for first, last, base in spans if first <= moment < last)
+
+    want = [max(held(m) for m in [hour] + [edge for first, last, _b in spans
+                                           for edge in (first, last) if hour < edge < hour + HOUR])
+            for hour in hours]
+    assert bursts.guaranteed_by_hour(spans, hours) == want
+    assert want == [bursts.guaranteed_gpus(spans, hour, hour + HOUR) for hour in hours]

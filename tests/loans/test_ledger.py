@@ -282,7 +282,7 @@ def test_every_reader_shows_the_cost_the_ledger_computes(client, signed, operato
         client.force_login(operator)
         page = client.get("/en/tenants/vision/").context["figures"]
         api = client.get(f"/api/v1/contracts/{signed.pk}/burndown").json()
-        fleet = client.get("/en/fleet/").context["statuses"][0].figures
+        fleet = client.get("/en/fleet/").context["page"].object_list[0].figures
         admin = client.get("/en/admin/loans/contract/").content.decode()
         statements = client.get(f"/api/v1/contracts/{signed.pk}/statements").json()
     assert page.cost_so_far == want == fleet.cost_so_far

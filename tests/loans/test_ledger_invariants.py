@@ -29,7 +29,7 @@ from loans.services.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from metering.services import reattribute
-from tests.ledger import HOUR, attribute, meter
+from tests.ledger import HOUR, attribute, meter, midnight, months_later
 
 D = Decimal
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -47,17 +47,6 @@ def cost(terms: dict, used: Decimal) -> Decimal:
     overage = (max(D(0), used - terms["committed_gpu_hours"]) * terms["overage_rate"]).quantize(
         cents, ROUND_HALF_UP)
     return committed + overage
-
-
-def months_later(day: date, months: int) -> date:
-    index = day.month - 1 + months
-    year, month = day.year + index // 12, index % 12 + 1
-    last = [31, 29 if year % 4 == 0 else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-    return date(year, month, min(day.day, last))
-
-
-def midnight(day: date, zone: str) -> datetime:
-    return datetime(day.year, day.month, day.day, tzinfo=ZoneInfo(zone)).astimezone(UTC)
 
 
 @dataclass

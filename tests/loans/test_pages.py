@@ -100,7 +100,7 @@ def test_a_wrong_password_is_refused_with_a_message(client, lead):
 
 def _fleet_tenants(client, query: str = "") -> list[str]:
     response = client.get(f"/en/fleet/{query}")
-    return [s.contract.tenant.slug for s in response.context["statuses"]]
+    return [s.contract.tenant.slug for s in response.context["page"].object_list]
 
 
 @pytest.fixture
@@ -126,11 +126,37 @@ def test_the_fleet_table_sorts_by_each_column(client, operator, contract, second
     assert _fleet_tenants(client, "?sort=nonsense") == ["vision", "speech"]  # default: projected
 
 
+def test_a_big_fleet_is_shown_a_hundred_contracts_a_page_in_the_order_asked(
+        client, operator, plan, frozen):
+    tenants = Tenant.objects.bulk_create(
+        Tenant(slug=f"team-{k:03d}", name=f"Team {k:03d}") for k in range(130))
+    for tenant in tenants:
+        Contract(tenant=tenant, plan=plan, starts_on=date(2026, 11, 1), time_zone="UTC",
+                 status=Contract.Status.ACTIVE).save()
+    client.force_login(operator)
+    first = _fleet_tenants(client, "?sort=tenant&dir=asc")
+    assert first == [f"team-{k:03d}" for k in range(100)]
+    second = client.get("/en/fleet/?sort=tenant&dir=asc&page=2")
+    assert [s.contract.tenant.slug for s in second.context["page"].object_list] == [
+        f"team-{k:03d}" for k in range(100, 130)]
+    html = second.content.decode()
+    assert "101–130 of 130" in html and "Page 2 of 2" in html
+    assert 'href="?sort=tenant&amp;dir=asc&amp;page=1" rel="prev"' in html
+    # A page that is not one is answered with the nearest that is, never an error.
+    for page in ("0", "9", "x", "-1", "1e9"):
+        response = client.get(f"/en/fleet/?page={page}")
+        assert response.status_code == 200
+        assert len(response.context["page"].object_list) in (100, 30)
+    # The export has every contract, not a page of them.
+    rows = list(csv.reader(io.StringIO(client.get("/en/fleet.csv").content.decode())))
+    assert len(rows) == 1 + 130
+
+
 def test_the_fleet_shows_money_at_stake_capacity_nodes_and_unattributed(
         client, operator, contract, second_contract, metered):
     client.force_login(operator)
     response = client.get("/en/fleet/")
-    speech = next(s for s in response.context["statuses"] if s.contract == second_contract)
+    speech = next(s for s in response.context["page"].object_list if s.contract == second_contract)
     assert speech.projected_waste == 10_000  # 1,000 GPU-h at 10.00, none used
     assert speech.projected_overage_cost == 0
     by_model, whole = response.context["capacity"], response.context["whole"]
