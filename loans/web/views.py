@@ -151,10 +151,11 @@ def _whole_contract(rows, zone) -> dict:
 
 
 def _period(contract: Contract, book, period: Period, now) -> dict:
-    figures = dashboard.figures(contract, period, now, book.entry_for(period))
+    entry = book.entry_for(period)
+    figures = dashboard.figures(contract, period, now, entry)
     zone = contract.zone
     return {
-        "figures": figures, "selected": str(period.index + 1),
+        "figures": figures, "entry": entry, "selected": str(period.index + 1),
         "charts": {"burndown": charts.burndown_figure(figures, zone),
                    "cumulative": charts.cumulative_figure(figures, zone),
                    "hourly": charts.hourly_figure(figures, zone)},

@@ -6,7 +6,10 @@ import pytest
 from playwright.sync_api import expect
 
 from loans.models import Contract
+from loans.services import ledger
+from loans.services.closing import close_due_periods
 from tests.conftest import PASSWORD
+from tests.story import NOW
 
 pytestmark = pytest.mark.browser
 
@@ -35,7 +38,7 @@ def test_a_lead_reads_the_burn_down_switches_period_and_language_and_exports_csv
 
     page.select_option("#period-picker", "1")
     expect(page).to_have_url(re.compile(r"period=1"))
-    expect(page.locator("[data-figure=days-left]")).to_have_text("0.0")
+    expect(page.locator("#period-state")).to_contain_text("Final figures")
     assert traces(page, "chart-burndown")[-1] == "Remaining"
 
     page.select_option("#language-switch", "zh-hans")
@@ -49,6 +52,30 @@ def test_a_lead_reads_the_burn_down_switches_period_and_language_and_exports_csv
     text = Path(download.value.path()).read_text()
     assert text.splitlines()[0].startswith("period,start,end,state,committed_gpu_hours")
     assert len(text.splitlines()) == 3  # the header and two periods
+
+
+def test_a_closed_period_shows_final_figures_labelled_as_such_in_both_languages(
+        live_server, page, lead, contract, metered):
+    """Period 1 of the story used about 1,380 of its 1,000 committed GPU-hours and is stated:
+    it showed "Overage so far" as a negative number, a projected cost, "Days left 0.0" and a
+    utilisation of 100%, as if it were still running."""
+    close_due_periods(NOW)
+    entry = ledger.read(contract, NOW).entries[0]
+    assert entry.state == "closed"
+    used, committed = entry.metered, entry.terms.committed_gpu_hours
+    log_in(page, live_server.url, "lead", "/en/tenants/vision/?period=1")
+    state = page.locator("#period-state")
+    expect(state).to_have_attribute("data-state", "closed")
+    expect(state).to_contain_text("Final figures: this period ended on 2026-12-01 00:00")
+    expect(page.locator("[data-figure=overage]")).to_have_text(f"{used - committed:,.1f}")
+    expect(page.locator("[data-figure=used-share]")).to_have_text(f"{used / committed:.1%}")
+    expect(page.locator("[data-figure=cost]")).to_have_text(
+        f"{entry.statement.total_cost:,.2f}")
+    for forecast in ("remaining", "projected-cost", "days-left", "exhaustion", "utilisation"):
+        expect(page.locator(f"[data-figure={forecast}]")).to_have_count(0)
+    page.goto(f"{live_server.url}/zh-hans/tenants/vision/?period=1")
+    expect(page.locator("#period-state")).to_contain_text("最终数据")
+    expect(page.locator("#key-figures")).not_to_contain_text("Overage")
 
 
 def test_an_operator_lands_on_the_fleet_and_sorts_it(live_server, page, operator, contract,
