@@ -5,7 +5,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -68,6 +68,13 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
             contract__tenant__in=tenants_for(self.request.user)
         ).select_related("contract__tenant", "requested_by").prefetch_related("events__actor")
 
+    @extend_schema(
+        parameters=[OpenApiParameter(
+            "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
+            description="Up to 64 printable ASCII characters. A request with a key already "
+                        "used for this contract asks for nothing new: it answers 200 with the "
+                        "request that key made, as it is now.")],
+        responses={201: BurstSerializer, 200: BurstSerializer})
     def create(self, request: Request, *args, **kwargs) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -77,10 +84,13 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
         try:
             burst = bursts.submit(contract=contract, user=request.user, gpus=data["gpus"],
                                   starts_at=data["starts_at"], ends_at=data["ends_at"],
-                                  reason=data["reason"], now=timezone.now())
+                                  reason=data["reason"], now=timezone.now(),
+                                  submission=request.headers.get("Idempotency-Key", ""))
         except bursts.BurstError as error:
             return Response({"detail": str(error)}, status=status.HTTP_400_BAD_REQUEST)
-        return Response(self.get_serializer(burst).data, status=status.HTTP_201_CREATED)
+        # A retry with the same Idempotency-Key gets the request it made, as it is now.
+        return Response(self.get_serializer(burst).data,
+                        status=status.HTTP_200_OK if burst.repeated else status.HTTP_201_CREATED)
 
     def _decide(self, request: Request, what: str) -> Response:
         burst = self.get_object()

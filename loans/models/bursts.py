@@ -38,6 +38,10 @@ class BurstRequest(models.Model):
     decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
     note = models.CharField(_("note"), max_length=500, blank=True,
                             help_text=_("Why it was granted, rejected, revoked or cancelled."))
+    submission = models.CharField(
+        _("submission"), max_length=64, blank=True, default="", editable=False,
+        help_text=_("The key the form or the API's Idempotency-Key header sent with it: the "
+                    "same key again gets this request back, not a second one."))
     pool = models.CharField(
         _("pool"), max_length=100, blank=True,
         help_text=_("The GPU model whose pool granted it (for a plan of any model, the pool "
@@ -57,6 +61,8 @@ class BurstRequest(models.Model):
                 condition=Q(state__in=["queued", "granted", "rejected", "cancelled", "revoked",
                                        "expired"]),
                 name="burst_state_known"),
+            models.UniqueConstraint(fields=["contract", "submission"],
+                                    condition=~Q(submission=""), name="burst_submitted_once"),
         ]
         indexes = [models.Index(fields=["state", "starts_at", "ends_at"], name="burst_window")]
 

@@ -193,10 +193,22 @@ def payload(request: BurstRequest) -> dict:
             "note": request.note}
 
 
+SUBMISSION_MAX = 64  # characters of a submission key
+
+
 def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at: datetime,
-           reason: str, now: datetime) -> BurstRequest:
+           reason: str, now: datetime, submission: str = "") -> BurstRequest:
     """Record a request; grant it now if it fits, queue it if it may fit later, reject it if
-    it can never fit the contract's max quota."""
+    it can never fit the contract's max quota. A `submission` key already used for this
+    contract (a form sent twice, an API call retried) gets that request back as it is now,
+    with `repeated` set, and nothing new is asked for."""
+    if len(submission) > SUBMISSION_MAX or not submission.isascii() or (
+            submission and not submission.isprintable()):
+        raise BurstError(_("A submission key is at most %(n)s printable ASCII characters.")
+                         % {"n": SUBMISSION_MAX})
+    earlier = _submitted(contract, submission)
+    if earlier is not None:  # answered as it was, even once its window is over
+        return earlier
     if gpus < 1:
         raise BurstError(_("Ask for at least one GPU."))
     if ends_at <= starts_at:
@@ -216,9 +228,14 @@ def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at:
     terms = contract.terms_at(max(starts_at, now))
     with transaction.atomic():
         _lock()
+        earlier = _submitted(contract, submission)  # again, under the lock: a race
+        if earlier is not None:
+            return earlier
         request = BurstRequest.objects.create(
             contract=contract, gpus=gpus, starts_at=max(starts_at, now), ends_at=ends_at,
-            reason=reason.strip()[:500], requested_by=user, created_at=now)
+            reason=reason.strip()[:500], requested_by=user, created_at=now,
+            submission=submission)
+        request.repeated = False
         BurstEvent.objects.create(request=request, at=now, state=State.QUEUED, actor=user,
                                   note=_("requested"))
         placed = fit(request, now=now)
@@ -230,6 +247,15 @@ def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at:
             _move(request, State.GRANTED, now, note=_("granted: the pool had room"),
                   pool=placed.pool)
     return request
+
+
+def _submitted(contract: Contract, submission: str) -> BurstRequest | None:
+    if not submission:
+        return None
+    earlier = BurstRequest.objects.filter(contract=contract, submission=submission).first()
+    if earlier is not None:
+        earlier.repeated = True
+    return earlier
 
 
 def _queued_ahead(request: BurstRequest) -> bool:

@@ -1,5 +1,7 @@
 """The tenant page's burst requests: a lead asks for GPUs above the base quota and cancels."""
 
+import secrets
+
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -24,10 +26,39 @@ class BurstForm(forms.Form):
     ends_at = forms.DateTimeField(label=gettext_lazy("Until"),
                                   widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
     reason = forms.CharField(label=gettext_lazy("Reason"), max_length=500)
+    # A fresh key with every form shown: the same form sent twice asks once.
+    submission = forms.CharField(required=False, max_length=bursts.SUBMISSION_MAX,
+                                 widget=forms.HiddenInput)
+
+
+DRAFT = "burst-draft"  # the session's copy of a form that was refused, to show it again
+CARD = "bursts"  # messages tagged so show in the burst card, beside the form that was used
+
+
+def form_for(request: HttpRequest, contract_id: int) -> BurstForm:
+    """The form the tenant page shows: as the lead last sent it where that was refused (once),
+    else empty, each with a new submission key."""
+    draft = request.session.pop(DRAFT, None)
+    values = {}
+    if isinstance(draft, dict) and draft.get("contract") == contract_id:
+        values = dict(draft.get("values") or {})
+    key = values.get("submission") or ""
+    if not (key and len(key) <= bursts.SUBMISSION_MAX and key.isascii() and key.isprintable()):
+        values["submission"] = secrets.token_urlsafe(16)
+    return BurstForm(initial=values)
 
 
 def _back(slug: str, contract_id: int) -> HttpResponse:
     return redirect(f"{reverse('tenant', args=[slug])}?contract={contract_id}#bursts")
+
+
+def _refused(request: HttpRequest, slug: str, contract_id: int, *texts: str) -> HttpResponse:
+    """Say why in the burst card and keep what was typed."""
+    for text in texts:
+        messages.error(request, text, extra_tags=CARD)
+    request.session[DRAFT] = {"contract": contract_id, "values": {
+        name: request.POST.get(name, "")[:500] for name in BurstForm.base_fields}}
+    return _back(slug, contract_id)
 
 
 @require_POST
@@ -40,26 +71,28 @@ def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
     try:
         require(request.user, "ask-burst", tenant.pk)
     except Refused as refusal:
-        messages.error(request, refusal.detail)
+        messages.error(request, refusal.detail, extra_tags=CARD)
         return _back(slug, contract.pk)
     # Times in the form are the contract's wall clock.
     with timezone.override(contract.zone):
         form = BurstForm(request.POST)
         valid = form.is_valid()
     if not valid:
-        for field, errors in form.errors.items():
-            label = form.fields[field].label if field in form.fields else ""
-            messages.error(request, f"{label}: {' '.join(errors)}")
-        return _back(slug, contract.pk)
+        return _refused(request, slug, contract.pk, *(
+            f"{form.fields[field].label if field in form.fields else ''}: {' '.join(errors)}"
+            for field, errors in form.errors.items()))
     try:
         burst = bursts.submit(contract=contract, user=request.user, now=timezone.now(),
                               **form.cleaned_data)
     except bursts.BurstError as error:
-        messages.error(request, str(error))
+        return _refused(request, slug, contract.pk, str(error))
+    if burst.repeated:
+        messages.info(request, _("This request was sent already; it is %(state)s.") % {
+            "state": burst.get_state_display()}, extra_tags=CARD)
         return _back(slug, contract.pk)
     level = messages.ERROR if burst.state == BurstRequest.State.REJECTED else messages.SUCCESS
     messages.add_message(request, level, _("Burst request %(state)s. %(note)s") % {
-        "state": burst.get_state_display(), "note": burst.note})
+        "state": burst.get_state_display(), "note": burst.note}, extra_tags=CARD)
     return _back(slug, contract.pk)
 
 
@@ -74,12 +107,12 @@ def cancel(request: HttpRequest, slug: str, pk: int) -> HttpResponse:
     try:
         require(request.user, "cancel-burst", tenant.pk)
     except Refused as refusal:
-        messages.error(request, refusal.detail)
+        messages.error(request, refusal.detail, extra_tags=CARD)
     else:
         try:
             bursts.decide(burst, "cancel", actor=request.user, now=timezone.now(),
                           note=_("cancelled by the lead"))
-            messages.success(request, _("Burst request cancelled."))
+            messages.success(request, _("Burst request cancelled."), extra_tags=CARD)
         except bursts.BurstError as error:
-            messages.error(request, str(error))
+            messages.error(request, str(error), extra_tags=CARD)
     return _back(slug, burst.contract_id)

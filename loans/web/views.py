@@ -26,7 +26,7 @@ from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
 from loans.services import dashboard, ledger
 from loans.services import fleet_status as fleet
 from loans.web import charts
-from loans.web.bursts import BurstForm
+from loans.web.bursts import form_for as burst_form_for
 from metering.usage import fleet as metering_fleet
 
 ALERT_HISTORY = 30
@@ -139,7 +139,7 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
         "bursts": contract.bursts.filter(
             state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED], ends_at__gt=now
         ).order_by("starts_at"),
-        "burst_form": BurstForm() if lead else None,
+        "burst_form": burst_form_for(request, contract.pk) if lead else None,
         "can_decide": lead,
         "alerts": list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[
             :ALERT_HISTORY]),

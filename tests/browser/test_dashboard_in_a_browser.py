@@ -1,14 +1,16 @@
 import re
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from loans.models import Contract
+from loans.models import BurstRequest, Contract
 from loans.services import ledger
 from loans.services.closing import close_due_periods
 from tests.conftest import PASSWORD
+from tests.loans.test_bursts import pool  # noqa: F401
 from tests.story import NOW
 
 pytestmark = pytest.mark.browser
@@ -108,3 +110,34 @@ def test_the_fleet_sorts_by_the_money_at_stake_whichever_side_it_is_on(
     rows = page.locator("#fleet-table tbody tr")
     expect(rows.first).to_have_attribute("data-tenant", "speech")
     expect(rows.nth(1)).to_have_attribute("data-tenant", "vision")
+
+
+def test_the_burst_form_answers_in_its_card_keeps_what_was_typed_and_asks_once(
+        live_server, page, lead, contract, pool):  # noqa: F811 - the fixture imported above
+    """Its messages showed in the Recommendations card, a refused form came back empty, and
+    the same form sent twice (a double click) was granted twice."""
+    log_in(page, live_server.url, "lead", "/en/tenants/vision/")
+    form = page.locator(".burst-form")
+    form.locator("input[name=gpus]").fill("2")
+    form.locator("input[name=starts_at]").fill("2030-01-02T20:00")
+    form.locator("input[name=ends_at]").fill("2030-01-01T08:00")
+    form.locator("input[name=reason]").fill("ablation sweep")
+    form.locator("button[type=submit]").click()
+    expect(page.locator("#bursts .error")).to_contain_text("The end must be after the start.")
+    expect(page.locator("#recommendations .error")).to_have_count(0)
+    expect(form.locator("input[name=reason]")).to_have_value("ablation sweep")
+    expect(form.locator("input[name=gpus]")).to_have_value("2")
+
+    tomorrow = (timezone.now().astimezone(contract.zone) + timedelta(days=1)).date()
+    form.locator("input[name=starts_at]").fill(f"{tomorrow}T20:00")
+    form.locator("input[name=ends_at]").fill(f"{tomorrow}T23:00")
+    # A double click: the same form posted twice before the first answer arrives.
+    statuses = page.evaluate("""async () => {
+      const form = document.querySelector('.burst-form');
+      const send = () => fetch(form.action, {method: 'POST', body: new FormData(form)});
+      return (await Promise.all([send(), send()])).map(a => a.status);
+    }""")
+    assert statuses == [200, 200]
+    assert list(BurstRequest.objects.values_list("gpus", "state")) == [(2, "granted")]
+    page.reload()
+    expect(page.locator("#bursts tbody tr")).to_have_count(1)

@@ -35,13 +35,15 @@ def pool(contract, other_tenant, plan):
     return theirs
 
 
-def ask(client, user, contract, gpus: int, hours: int = 8, start_in: int = 0, **extra):
+def ask(client, user, contract, gpus: int, hours: int = 8, start_in: int = 0, headers=None,
+        **extra):
     client.force_login(user)
     start = timezone.now() + timedelta(hours=start_in)
     return client.post(URL, {"contract": contract.pk, "gpus": gpus,
                              "starts_at": start.isoformat(),
                              "ends_at": (start + timedelta(hours=hours)).isoformat(),
-                             "reason": "training run", **extra}, content_type="application/json")
+                             "reason": "training run", **extra}, content_type="application/json",
+                       headers=headers)
 
 
 def act(client, user, burst_id: int, what: str, **body):
@@ -169,6 +171,8 @@ def test_a_burst_longer_than_the_limit_is_refused(client, lead, contract, pool):
 
 def test_burst_changes_are_notified_like_alerts(client, lead, tenant, contract, pool,
                                                 django_capture_on_commit_callbacks):
+    import loans.tasks  # noqa: F401 - registered, as in a worker: eager runs it here
+
     tenant.alert_emails = "lead@example.com"
     tenant.save()
     app.conf.task_always_eager = True
@@ -255,6 +259,64 @@ def test_a_bad_form_says_what_is_wrong(client, lead, contract, pool):
     assert "Extra GPUs: Ensure this value is greater than or equal to 1." in page
     assert "From: Enter a valid date/time." in page
     assert BurstRequest.objects.count() == 0
+
+
+def _form_post(client, contract, key: str, **values):
+    shanghai = ZoneInfo("Asia/Shanghai")
+    tomorrow = timezone.now().astimezone(shanghai).date() + timedelta(days=1)
+    return client.post(f"/en/tenants/vision/contracts/{contract.pk}/bursts/", {
+        "gpus": 2, "starts_at": f"{tomorrow}T20:00", "ends_at": f"{tomorrow}T23:00",
+        "reason": "ablation sweep", "submission": key, **values}, follow=True)
+
+
+def test_the_same_form_sent_twice_asks_once(client, lead, contract, pool):
+    """It granted twice (4 GPUs of the pool's 4 for one request sent twice)."""
+    client.force_login(lead)
+    page = client.get("/en/tenants/vision/")
+    key = page.context["burst_form"].initial["submission"]
+    assert len(key) >= 16 and key != client.get(
+        "/en/tenants/vision/").context["burst_form"].initial["submission"]
+    first = _form_post(client, contract, key)
+    assert "Burst request granted." in first.content.decode()
+    again = _form_post(client, contract, key)
+    assert "This request was sent already; it is granted." in again.content.decode()
+    assert BurstRequest.objects.count() == 1
+    assert BurstRequest.objects.get().submission == key
+    _form_post(client, contract, "another-form")  # a new form asks anew
+    assert BurstRequest.objects.count() == 2
+
+
+def test_a_refused_form_says_why_in_the_burst_card_and_keeps_what_was_typed(
+        client, lead, contract, pool):
+    """The messages showed in the Recommendations card and the form came back empty."""
+    client.force_login(lead)
+    page = _form_post(client, contract, "k1", gpus=2, ends_at="2020-01-01T00:00")
+    html = page.content.decode()
+    card = html[html.index('id="bursts"'):html.index('id="recommendations"')]
+    assert "The end must be after the start." in card
+    assert "The end must be after the start." not in html[html.index('id="recommendations"'):]
+    form = page.context["burst_form"]
+    assert form.initial["reason"] == "ablation sweep"
+    assert form.initial["ends_at"] == "2020-01-01T00:00"
+    assert 'value="ablation sweep"' in card
+    assert BurstRequest.objects.count() == 0
+    # Shown once: the next visit has an empty form with a new key.
+    fresh = client.get("/en/tenants/vision/").context["burst_form"]
+    assert "reason" not in fresh.initial and fresh.initial["submission"] != "k1"
+
+
+def test_an_api_retry_with_the_same_idempotency_key_gets_the_same_request(
+        client, lead, contract, pool):
+    first = ask(client, lead, contract, 3, headers={"Idempotency-Key": "run-42"})
+    assert first.status_code == 201
+    again = ask(client, lead, contract, 3, headers={"Idempotency-Key": "run-42"})
+    assert again.status_code == 200 and again.json()["id"] == first.json()["id"]
+    assert BurstRequest.objects.count() == 1
+    for bad in ("x" * 65, "tab\there"):
+        response = ask(client, lead, contract, 1, headers={"Idempotency-Key": bad})
+        assert response.status_code == 400
+        assert "submission key" in response.json()["detail"]
+    assert BurstRequest.objects.count() == 1
 
 
 def test_the_fleet_shows_each_pool_over_the_coming_week(client, lead, operator, contract, pool):
