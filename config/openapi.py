@@ -13,6 +13,20 @@ REFUSALS = {
 }
 
 
+# What each operation of an operators' viewset does: without them every operation carried the
+# viewset's own docstring (that deleting what history depends on answers 409), list included.
+OPERATOR_DOC_START = "Operators read and write these"
+OPERATOR_OPERATIONS = {
+    ("get", False): "Operators: the list, a page at a time (limit and offset).",
+    ("post", False): "Operators: add one; it is checked as the admin checks it.",
+    ("get", True): "Operators: one, by its id.",
+    ("put", True): "Operators: replace one; it is checked as the admin checks it.",
+    ("patch", True): "Operators: change some fields of one; checked as the admin checks it.",
+    ("delete", True): "Operators: delete one. One that history depends on (statements, samples, "
+                      "amendments) is kept, and the answer is 409 with the reason.",
+}
+
+
 def _answer(description: str, schema: str) -> dict:
     return {"description": description,
             "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}}
@@ -25,6 +39,9 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
         if path == "/api/v1/samples":
             continue  # agent protocol v1 documents its own (metering.intake.protocol_schema)
         for method, operation in operations.items():
+            if operation.get("description", "").startswith(OPERATOR_DOC_START):
+                operation["description"] = OPERATOR_OPERATIONS.get(
+                    (method, path.rstrip("/").endswith("}")), operation["description"])
             responses = operation.setdefault("responses", {})
             wanted = dict(REFUSALS)
             if operation.get("parameters") or operation.get("requestBody"):

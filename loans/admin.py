@@ -18,7 +18,7 @@ from loans.models import (
     Recommendation,
     Tenant,
 )
-from loans.services import bursts, ledger
+from loans.services import bursts, fleet_status, ledger
 from loans.services.amendments import apply_recommendation
 from metering.admin import show_tokens
 from metering.models import AttributionRule
@@ -102,6 +102,22 @@ class ContractAdmin(DatedAdmin):
                                               "zone": obj.time_zone,
                                               "other_zone": other.time_zone},
                     level="warning")
+            self._warn_past_capacity(request, obj)
+
+    def _warn_past_capacity(self, request, contract: Contract) -> None:
+        """A contract may promise more than the fleet holds (the GPUs may be on order), but the
+        operator should know: guarantees past the pool's GPUs cannot all be met at once."""
+        by_model, whole = fleet_status.capacity(timezone.now())
+        rows = [c for c in by_model if c.model == contract.gpu_model] if contract.gpu_model \
+            else [whole]
+        for row in rows:
+            if row.guaranteed_gpus > row.physical_gpus:
+                self.message_user(request, _(
+                    "Base quotas now guarantee %(guaranteed)s %(model)s GPUs, more than the "
+                    "%(physical)s that reported in the capacity window: not every guarantee "
+                    "can be met at once.") % {
+                    "guaranteed": row.guaranteed_gpus, "physical": f"{row.physical_gpus:g}",
+                    "model": row.model or _("(any model)")}, level="warning")
 
     def get_readonly_fields(self, request, obj: Contract | None = None) -> list[str]:
         """A signed contract's terms change by amendment (the inline links to it); its start,

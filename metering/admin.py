@@ -81,11 +81,14 @@ class NodeAdmin(admin.ModelAdmin):
         return own + super().get_urls()
 
     def response_add(self, request, obj, post_url_continue=None):
-        return self._show_tokens(request, [(obj, obj.issue_token())])
+        return self._show_tokens(request, [(obj, obj.issue_token())], replaced=False)
 
     @admin.action(description=_("Issue new tokens (the old ones stop working)"))
     def rotate_tokens(self, request, queryset):
-        return self._show_tokens(request, [(node, node.issue_token()) for node in queryset])
+        nodes = list(queryset)
+        replaced = any(node.has_token for node in nodes)
+        return self._show_tokens(request, [(node, node.issue_token()) for node in nodes],
+                                 replaced=replaced)
 
     @admin.action(description=_("Revoke tokens"))
     def revoke_tokens(self, request, queryset):
@@ -110,20 +113,26 @@ class NodeAdmin(admin.ModelAdmin):
         if request.method != "POST":
             return HttpResponseNotAllowed(["GET", "POST"])
         if action == "rotate":
-            return self._show_tokens(request, [(node, node.issue_token())])
+            replaced = node.has_token
+            return self._show_tokens(request, [(node, node.issue_token())], replaced=replaced)
         node.revoke_token()
         self.message_user(request, _("The token of %s is revoked.") % node.name, messages.SUCCESS)
         return redirect(reverse("admin:metering_node_change", args=[node.pk]))
 
-    def _show_tokens(self, request: HttpRequest, issued: list[tuple[Node, str]]) -> HttpResponse:
-        return show_tokens(self, request, issued, "admin/metering/node/tokens.html")
+    def _show_tokens(self, request: HttpRequest, issued: list[tuple[Node, str]], *,
+                     replaced: bool) -> HttpResponse:
+        return show_tokens(self, request, issued, "admin/metering/node/tokens.html",
+                           replaced=replaced)
 
 
-def show_tokens(model_admin, request: HttpRequest, issued: list, template: str) -> HttpResponse:
-    """The page that shows new tokens, once; never cached, never put in a message cookie."""
+def show_tokens(model_admin, request: HttpRequest, issued: list, template: str, *,
+                replaced: bool = False) -> HttpResponse:
+    """The page that shows new tokens, once; never cached, never put in a message cookie.
+    `replaced`: some of them took the place of a token that now stops working (a first
+    token replaces nothing)."""
     context = {
         **model_admin.admin_site.each_context(request),
-        "issued": issued,
+        "issued": issued, "replaced": replaced,
         "opts": model_admin.model._meta,
         "title": _("New tokens"),
         "server": request.build_absolute_uri("/").rstrip("/"),

@@ -88,6 +88,19 @@ def test_contracts_show_the_current_period_used_committed_and_cost(client, opera
     assert "10,000.00 CNY" in page
 
 
+@pytest.mark.parametrize("currency", ["XYZ", "ABC", "cny", "C1Y"])
+def test_a_plan_in_a_currency_iso_4217_does_not_list_is_refused(client, operator, currency):
+    client.force_login(operator)
+    response = client.post(reverse("admin:loans_plan_add"), {
+        "name": "Odd money", "base_quota_gpus": 1, "max_quota_gpus": 2,
+        "committed_gpu_hours": "100", "committed_rate": "10", "overage_multiplier": "1.2",
+        "term_months": 12, "guarantee_pct": "100", "upfront_fee": "0", "currency": currency,
+    })
+    assert response.status_code == 200
+    assert "is not an ISO 4217 currency code" in response.content.decode()
+    assert not Plan.objects.filter(name="Odd money").exists()
+
+
 def test_an_impossible_plan_entered_in_the_admin_gets_a_clear_message(client, operator):
     client.force_login(operator)
     response = client.post(reverse("admin:loans_plan_add"), {

@@ -3,6 +3,7 @@
 import re
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import pycountry
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator, RegexValidator, validate_email
@@ -18,7 +19,15 @@ slug_validator = RegexValidator(
     r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
     _("Use 1-50 lowercase letters, digits and hyphens, not starting or ending with a hyphen."),
 )
-currency_validator = RegexValidator(r"^[A-Z]{3}$", _("Use a three-letter ISO 4217 code, e.g. CNY."))
+
+
+def currency_validator(value: str) -> None:
+    """A currency ISO 4217 lists (as iso-codes publishes it, through pycountry)."""
+    if not (isinstance(value, str) and len(value) == 3 and value.isascii() and value.isupper()
+            and pycountry.currencies.get(alpha_3=value) is not None):
+        raise ValidationError(
+            _("%(value)s is not an ISO 4217 currency code; use one such as CNY, USD or EUR."),
+            params={"value": str(value)[:8]}, code="currency")
 
 
 def default_currency() -> str:

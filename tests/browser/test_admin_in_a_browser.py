@@ -1,8 +1,10 @@
 import re
+from datetime import date
 
 import pytest
 from playwright.sync_api import expect
 
+from loans.models import Contract
 from metering.models import Node
 from tests.conftest import PASSWORD
 
@@ -67,3 +69,34 @@ def test_every_kind_of_page_shows_the_product_icon(live_server, page, operator):
         assert icon.ok, (path, icon.status)
         assert icon.headers["content-type"].startswith("image/svg+xml"), path
         assert b"<svg" in icon.body()
+
+
+def test_the_console_tells_the_truth_about_tokens_currencies_and_capacity(
+        live_server, page, operator, tenant, plan):
+    """The node token page's command lacked --node (following it answered 403), a first token
+    said that issuing it stopped the old one, a plan in "XYZ" was saved, and a contract that
+    guaranteed more GPUs than the fleet holds was saved without a word."""
+    log_in(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/admin/metering/node/add/")
+    page.fill("#id_name", "gpu-node-42")
+    page.click("input[name=_save]")
+    expect(page.locator("#node-command")).to_contain_text("--node gpu-node-42")
+    expect(page.locator("#content")).not_to_contain_text("stop working")
+    node = Node.objects.get(name="gpu-node-42")
+    page.goto(f"{live_server.url}/admin/metering/node/{node.pk}/token/rotate/")
+    page.click("#content form input[type=submit]")
+    expect(page.locator("#content")).to_contain_text("The tokens they replace stopped working.")
+
+    page.goto(f"{live_server.url}/admin/loans/plan/{plan.pk}/change/")
+    page.fill("#id_currency", "XYZ")
+    page.click("input[name=_save]")
+    expect(page.locator(".errorlist")).to_contain_text("XYZ is not an ISO 4217 currency code")
+
+    # No H100 has reported: signing a contract that guarantees 8 of them is past capacity.
+    draft = Contract.objects.create(tenant=tenant, plan=plan, starts_on=date(2026, 11, 1),
+                                    time_zone="Asia/Shanghai", status=Contract.Status.DRAFT)
+    page.goto(f"{live_server.url}/admin/loans/contract/{draft.pk}/change/")
+    page.select_option("#id_status", "active")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist .warning")).to_contain_text(
+        "Base quotas now guarantee 8 NVIDIA H100 80GB HBM3 GPUs, more than the 0 that reported")

@@ -257,3 +257,18 @@ def test_the_schema_and_docs_are_served_with_local_assets(client):
     for asset in assets:
         assert Client().get(asset).status_code == 200, asset
 
+
+
+def test_the_schema_says_what_each_operators_operation_does(client):
+    """Every operation of an operators' viewset, list included, carried the viewset's note
+    that deleting what history depends on answers 409."""
+    paths = json.loads(client.get("/api/schema/", HTTP_ACCEPT="application/json").content)[
+        "paths"]
+    contracts = paths["/api/v1/contracts/"]
+    assert contracts["get"]["description"].startswith("Operators: the list")
+    assert "409" in paths["/api/v1/contracts/{id}/"]["delete"]["description"]
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            if method != "delete":
+                assert "history depends on" not in operation.get("description", ""), (
+                    method, path)

@@ -131,6 +131,30 @@ def test_two_requests_racing_for_the_last_gpus_exactly_one_wins(contract, pool, 
     assert sorted(results) == ["granted", "queued"]
 
 
+@pytest.mark.postgresql
+@pytest.mark.django_db(transaction=True)
+def test_one_form_sent_twice_at_once_asks_once(contract, pool, lead):
+    barrier, results = threading.Barrier(2), []
+    now = timezone.now()
+
+    def request():
+        barrier.wait()
+        try:
+            results.append(bursts.submit(contract=contract, user=lead, gpus=1, starts_at=now,
+                                         ends_at=now + timedelta(hours=4), reason="twice",
+                                         now=now, submission="one-form").repeated)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=request) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [False, True]
+    assert BurstRequest.objects.filter(submission="one-form").count() == 1
+
+
 def test_who_may_do_what(client, lead, member, outsider, operator, contract, pool):
     burst = ask(client, lead, contract, 2).json()
     assert ask(client, member, contract, 1).status_code == 403  # members do not ask

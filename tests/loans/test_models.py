@@ -25,7 +25,7 @@ IMPOSSIBLE_PLANS = [
     ({"guarantee_pct": D("101")}, "The guarantee level must be between 0 and 100%."),
     ({"committed_gpu_hours": D("11905")}, "what the max quota can use in a 31-day period"),
     ({"committed_gpu_hours": D("-1")}, "greater than or equal to 0"),
-    ({"currency": "cny"}, "three-letter ISO 4217"),
+    ({"currency": "cny"}, "is not an ISO 4217 currency code"),
 ]
 
 
