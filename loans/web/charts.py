@@ -102,14 +102,23 @@ def cumulative_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
          "fill": "tonexty", "fillcolor": COLOURS["idle"]},
     ]
     return {"data": data, "layout": _layout(
-        _("Cumulative GPU-hours: allocated and busy"), _("GPU-hours"))}
+        _("Cumulative GPU-hours: allocated and busy"), _("GPU-hours"),
+        **_whole_period(figures, zone, _("GPU-hours")))}
+
+
+def _whole_period(figures: PeriodFigures, zone: ZoneInfo, y_title: str) -> dict:
+    """Axes framed on the whole period and from zero: a period a few hours old (or with no
+    usage yet) reads as the start of its month, not as -1 to 1 over one repeated day."""
+    return {"xaxis": {"type": "date", "tickformat": "%m-%d",
+                      "range": [wall(figures.period.start, zone), wall(figures.period.end, zone)]},
+            "yaxis": {"title": {"text": y_title}, "zeroline": True, "rangemode": "tozero"}}
 
 
 def hourly_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
     """GPU-hours in each hour (the average GPUs held) against the base and max quotas."""
     x = [wall(h.hour, zone) for h in figures.hours]
     terms = figures.terms
-    edges = [x[0], x[-1]] if x else []
+    edges = [wall(figures.period.start, zone), wall(figures.period.end, zone)]
     data = [
         {"type": "scatter", "mode": "lines", "name": _("Allocated"), "x": x,
          "y": [_r(h.allocated_gpu_hours) for h in figures.hours],
@@ -124,7 +133,8 @@ def hourly_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
          "y": [terms.max_quota_gpus] * len(edges),
          "line": {"color": COLOURS["max"], "dash": "dash"}},
     ]
-    return {"data": data, "layout": _layout(_("GPU-hours per hour"), _("GPUs"))}
+    return {"data": data, "layout": _layout(_("GPU-hours per hour"), _("GPUs"),
+                                            **_whole_period(figures, zone, _("GPUs")))}
 
 
 def heatmap_figure(days: list[GpuDay], labels: dict[int, str]) -> dict:

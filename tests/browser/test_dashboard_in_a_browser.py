@@ -1,8 +1,9 @@
 import re
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import time_machine
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -144,3 +145,20 @@ def test_the_burst_form_answers_in_its_card_keeps_what_was_typed_and_asks_once(
     assert list(BurstRequest.objects.values_list("gpus", "state")) == [(2, "granted")]
     page.reload()
     expect(page.locator("#bursts tbody tr")).to_have_count(1)
+
+
+def test_a_period_an_hour_old_with_no_usage_reads_as_the_start_of_its_month(
+        live_server, page, lead, contract):
+    """The cumulative chart ran from -1 to 1 with one day repeated along its axis."""
+    with time_machine.travel(datetime(2026, 11, 30, 17, 0, tzinfo=UTC), tick=False):
+        log_in(page, live_server.url, "lead", "/en/tenants/vision/")
+        for chart in ("chart-cumulative", "chart-hourly"):
+            page.wait_for_selector(f"#{chart} .main-svg")
+            x, y = page.evaluate(f"""() => {{
+              const layout = document.getElementById('{chart}')._fullLayout;
+              return [layout.xaxis.range, layout.yaxis.range];
+            }}""")
+            assert y[0] == 0, (chart, y)
+            assert x[0].startswith("2026-12-01") and x[1].startswith("2027-01-01"), (chart, x)
+        expect(page.locator("#chart-heatmap .empty")).to_have_text(
+            "No GPU was held in this period yet.")
