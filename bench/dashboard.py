@@ -230,6 +230,9 @@ def main() -> None:
     from django.utils import timezone
 
     django.setup()
+    from config.heap import settle
+
+    settle()  # as the web workers do once the application is loaded (config/wsgi.py)
     done = step("migrate")
     call_command("migrate", verbosity=0)
     done()
