@@ -290,8 +290,11 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
         writer.writerow([
             s.contract.tenant.slug, s.contract.plan.name, s.contract.pk,
             f.period.start.astimezone(s.contract.zone).isoformat(),
-            f.period.end.astimezone(s.contract.zone).isoformat(), f.committed_gpu_hours,
-            f.used_gpu_hours, f.projected_used_gpu_hours, s.projected_overage_cost,
-            s.projected_waste, f.terms.currency, round(f.days_left, 2),
+            f.period.end.astimezone(s.contract.zone).isoformat(),
+            # GPU-hours at the meter's precision and money to the cent, every row alike.
+            *(f"{hours:.6f}" for hours in (f.committed_gpu_hours, f.used_gpu_hours,
+                                           f.projected_used_gpu_hours)),
+            f"{s.projected_overage_cost:.2f}", f"{s.projected_waste:.2f}", f.terms.currency,
+            f"{f.days_left:.2f}",
         ])
     return response
