@@ -161,9 +161,8 @@ class StatementAdmin(ReadOnlyAdmin):
     """Statements are written by the period-close job and never edited."""
 
     list_display = [
-        "contract", "number", "kind", "period_start", "period_end", "committed_gpu_hours",
-        "allocated_gpu_hours", "overage_gpu_hours", "corrections_cost", "total_cost",
-        "currency", "completeness",
+        "contract", "number", "kind", "period_start", "period_end", "committed", "allocated",
+        "overage", "corrections", "total", "currency", "complete",
     ]
     list_filter = ["kind", "currency", "contract__tenant"]
     search_fields = ["contract__tenant__slug", "contract__plan__name"]
@@ -174,6 +173,31 @@ class StatementAdmin(ReadOnlyAdmin):
     @admin.display(description=_("period"), ordering="period_index")
     def number(self, statement: Statement) -> int:
         return statement.number
+
+    # As the pages write them (1,234.5 GPU-h, 11,200.00, 99.5%), not as stored (9000.000000).
+    @admin.display(description=_("committed GPU-hours"), ordering="committed_gpu_hours")
+    def committed(self, statement: Statement) -> str:
+        return f"{statement.committed_gpu_hours:,.1f}"
+
+    @admin.display(description=_("allocated GPU-hours"), ordering="allocated_gpu_hours")
+    def allocated(self, statement: Statement) -> str:
+        return f"{statement.allocated_gpu_hours:,.1f}"
+
+    @admin.display(description=_("overage GPU-hours"), ordering="overage_gpu_hours")
+    def overage(self, statement: Statement) -> str:
+        return f"{statement.overage_gpu_hours:,.1f}"
+
+    @admin.display(description=_("corrections"), ordering="corrections_cost")
+    def corrections(self, statement: Statement) -> str:
+        return f"{statement.corrections_cost:,.2f}"
+
+    @admin.display(description=_("total"), ordering="total_cost")
+    def total(self, statement: Statement) -> str:
+        return f"{statement.total_cost:,.2f}"
+
+    @admin.display(description=_("completeness"), ordering="completeness")
+    def complete(self, statement: Statement) -> str:
+        return f"{statement.completeness:.1%}"
 
     def has_view_permission(self, request, obj=None) -> bool:
         return super().has_view_permission(request, obj)

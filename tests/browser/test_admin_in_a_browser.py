@@ -5,8 +5,10 @@ import pytest
 from playwright.sync_api import expect
 
 from loans.models import Contract
+from loans.services.closing import close_due_periods
 from metering.models import Node
 from tests.conftest import PASSWORD
+from tests.story import NOW
 
 pytestmark = pytest.mark.browser
 
@@ -100,3 +102,20 @@ def test_the_console_tells_the_truth_about_tokens_currencies_and_capacity(
     page.click("input[name=_save]")
     expect(page.locator(".messagelist .warning")).to_contain_text(
         "Base quotas now guarantee 8 NVIDIA H100 80GB HBM3 GPUs, more than the 0 that reported")
+
+
+def test_statements_read_as_the_pages_write_numbers_and_a_contract_shows_its_end(
+        live_server, page, operator, lead, contract, metered):
+    """The statement list showed 1000.000000 and completeness 1.0000; the tenant page did not
+    say when its contract ends."""
+    close_due_periods(NOW)
+    log_in(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/admin/loans/statement/")
+    row = page.locator("#result_list tbody tr").first
+    expect(row.locator("td.field-committed")).to_have_text("1,000.0")
+    expect(row.locator("td.field-complete")).to_have_text(re.compile(r"^\d{1,3}\.\d%$"))
+    expect(row.locator("td.field-total")).to_have_text(re.compile(r"^\d{1,3}(,\d{3})*\.\d\d$"))
+    expect(page.locator("#result_list")).not_to_contain_text("000000")
+
+    page.goto(f"{live_server.url}/en/tenants/vision/")
+    expect(page.locator("#contract-end")).to_have_text("in force until 2027-11-01 00:00")
