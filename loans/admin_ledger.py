@@ -156,6 +156,16 @@ class CorrectionLineInline(admin.TabularInline):
         return line.period_index + 1
 
 
+def _written(field: str, description, spec: str):
+    """A list column showing a statement's `field` formatted by `spec`, sorted by the field."""
+
+    @admin.display(description=description, ordering=field)
+    def column(self, statement: Statement) -> str:
+        return format(getattr(statement, field), spec)
+
+    return column
+
+
 @admin.register(Statement)
 class StatementAdmin(ReadOnlyAdmin):
     """Statements are written by the period-close job and never edited."""
@@ -175,29 +185,12 @@ class StatementAdmin(ReadOnlyAdmin):
         return statement.number
 
     # As the pages write them (1,234.5 GPU-h, 11,200.00, 99.5%), not as stored (9000.000000).
-    @admin.display(description=_("committed GPU-hours"), ordering="committed_gpu_hours")
-    def committed(self, statement: Statement) -> str:
-        return f"{statement.committed_gpu_hours:,.1f}"
-
-    @admin.display(description=_("allocated GPU-hours"), ordering="allocated_gpu_hours")
-    def allocated(self, statement: Statement) -> str:
-        return f"{statement.allocated_gpu_hours:,.1f}"
-
-    @admin.display(description=_("overage GPU-hours"), ordering="overage_gpu_hours")
-    def overage(self, statement: Statement) -> str:
-        return f"{statement.overage_gpu_hours:,.1f}"
-
-    @admin.display(description=_("corrections"), ordering="corrections_cost")
-    def corrections(self, statement: Statement) -> str:
-        return f"{statement.corrections_cost:,.2f}"
-
-    @admin.display(description=_("total"), ordering="total_cost")
-    def total(self, statement: Statement) -> str:
-        return f"{statement.total_cost:,.2f}"
-
-    @admin.display(description=_("completeness"), ordering="completeness")
-    def complete(self, statement: Statement) -> str:
-        return f"{statement.completeness:.1%}"
+    committed = _written("committed_gpu_hours", _("committed GPU-hours"), ",.1f")
+    allocated = _written("allocated_gpu_hours", _("allocated GPU-hours"), ",.1f")
+    overage = _written("overage_gpu_hours", _("overage GPU-hours"), ",.1f")
+    corrections = _written("corrections_cost", _("corrections"), ",.2f")
+    total = _written("total_cost", _("total"), ",.2f")
+    complete = _written("completeness", _("completeness"), ".1%")
 
     def has_view_permission(self, request, obj=None) -> bool:
         return super().has_view_permission(request, obj)

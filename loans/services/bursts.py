@@ -196,14 +196,19 @@ def payload(request: BurstRequest) -> dict:
 SUBMISSION_MAX = 64  # characters of a submission key
 
 
+def valid_submission(key: str) -> bool:
+    """A submission key submit() takes: empty (none), or up to SUBMISSION_MAX printable ASCII
+    characters."""
+    return len(key) <= SUBMISSION_MAX and key.isascii() and (not key or key.isprintable())
+
+
 def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at: datetime,
            reason: str, now: datetime, submission: str = "") -> BurstRequest:
     """Record a request; grant it now if it fits, queue it if it may fit later, reject it if
     it can never fit the contract's max quota. A `submission` key already used for this
     contract (a form sent twice, an API call retried) gets that request back as it is now,
     with `repeated` set, and nothing new is asked for."""
-    if len(submission) > SUBMISSION_MAX or not submission.isascii() or (
-            submission and not submission.isprintable()):
+    if not valid_submission(submission):
         raise BurstError(_("A submission key is at most %(n)s printable ASCII characters.")
                          % {"n": SUBMISSION_MAX})
     earlier = _submitted(contract, submission)

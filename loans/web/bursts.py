@@ -43,7 +43,7 @@ def form_for(request: HttpRequest, contract_id: int) -> BurstForm:
     if isinstance(draft, dict) and draft.get("contract") == contract_id:
         values = dict(draft.get("values") or {})
     key = values.get("submission") or ""
-    if not (key and len(key) <= bursts.SUBMISSION_MAX and key.isascii() and key.isprintable()):
+    if not (key and bursts.valid_submission(key)):
         values["submission"] = secrets.token_urlsafe(16)
     return BurstForm(initial=values)
 
