@@ -157,6 +157,10 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "config.requestlog.RequestIdMiddleware",
     "metering.intake.middleware.AgentEndpointMiddleware",
+    # Pages, API answers and CSVs compressed (static files come compressed from WhiteNoise, and
+    # the agents' endpoint above answers before this). Django's GZip pads each answer at random
+    # against BREACH-style guessing of secrets in compressed pages.
+    "django.middleware.gzip.GZipMiddleware",
     # After the agents' endpoint, which answers JSON to agents and is the hot path: the policy
     # is for what a browser renders.
     "csp.middleware.CSPMiddleware",
@@ -247,11 +251,14 @@ if env_bool("BEHIND_TLS_PROXY", not DEBUG):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
-SESSION_COOKIE_SECURE = not DEBUG
-CSRF_COOKIE_SECURE = not DEBUG
+# Cookies go only over HTTPS outside DEBUG. The demo runs production settings on plain HTTP
+# over loopback and turns this off (scripts/demo); nothing else should.
+SECURE_COOKIES = env_bool("SECURE_COOKIES", not DEBUG)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
-LANGUAGE_COOKIE_SECURE = not DEBUG
+LANGUAGE_COOKIE_SECURE = SECURE_COOKIES
 LANGUAGE_COOKIE_HTTPONLY = True
 LANGUAGE_COOKIE_SAMESITE = "Lax"
 # Everything the pages, the admin, Plotly and the API docs load comes from this origin; no
