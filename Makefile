@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test install install-dev lint debian bench-ingest bench-agent bench-dashboard \
-	bench-backtest bench-jobs bench-soak
+	bench-backtest bench-jobs bench-soak bench-pages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -64,3 +64,8 @@ bench-jobs: install-dev
 # An hour of simulated fleet traffic under random faults; prints sent, stored, retried, lost.
 bench-soak: install-dev
 	$(BIN)/python bench/soak.py
+
+# Bytes and time to the load event of four pages in chromium, cold and warm, production
+# settings against development static files (PostgreSQL and chromium; see bench/pages.py).
+bench-pages: install-dev debian
+	$(BIN)/python bench/pages.py
