@@ -1,16 +1,16 @@
 """Admin base classes both apps use: a read-only admin for rows that jobs write, and date
 hierarchies whose parameters are checked before Django builds a date from them."""
 
-from django.contrib import admin
 from django.http import HttpResponseBadRequest
 from django.utils.translation import gettext_lazy as _
 
+from core.admin_figures import FiguresAdmin
 from core.bounds import FIRST_DAY, LAST_DAY, whole_number
 
 DATE_PARTS = {"year": (FIRST_DAY.year, LAST_DAY.year), "month": (1, 12), "day": (1, 31)}
 
 
-class DatedAdmin(admin.ModelAdmin):
+class DatedAdmin(FiguresAdmin):
     """A list with a date hierarchy whose `<field>__year` (month, day) is checked before
     Django builds a date from it: `?hour__year=99999999999` answers 400 naming the range,
     instead of an overflow and a 500."""

@@ -5,6 +5,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import DatedAdmin, ReadOnlyAdmin
+from core.admin_figures import FiguresAdmin, FiguresInline
 from loans.admin_ledger import AmendmentInline
 from loans.models import (
     Alert,
@@ -24,20 +25,20 @@ from metering.admin import show_tokens
 from metering.models import AttributionRule
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(FiguresInline, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
 
 
-class AttributionRuleInline(admin.TabularInline):
+class AttributionRuleInline(FiguresInline, admin.TabularInline):
     model = AttributionRule
     extra = 0
     fields = ["field", "value", "cluster", "priority"]
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(FiguresAdmin):
     list_display = ["slug", "name", "created_at"]
     search_fields = ["slug", "name", "memberships__user__username"]
     fieldsets = [
@@ -48,7 +49,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(FiguresAdmin):
     list_display = ["user", "tenant", "role"]
     list_filter = ["role", "tenant"]
     search_fields = ["user__username", "user__email", "tenant__slug", "tenant__name"]
@@ -56,7 +57,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(Plan)
-class PlanAdmin(admin.ModelAdmin):
+class PlanAdmin(FiguresAdmin):
     list_display = [
         "name", "gpu_model", "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
         "committed_rate", "overage_rate", "overage_multiplier", "term_months", "currency",
@@ -193,7 +194,7 @@ class AlertAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Recommendation)
-class RecommendationAdmin(admin.ModelAdmin):
+class RecommendationAdmin(FiguresAdmin):
     """What the jobs advise and what leads decided; an operator applies the accepted ones,
     which writes the amendment."""
 
@@ -221,7 +222,7 @@ class RecommendationAdmin(admin.ModelAdmin):
         self.message_user(request, _("%(count)s applied.") % {"count": done})
 
 
-class BurstEventInline(admin.TabularInline):
+class BurstEventInline(FiguresInline, admin.TabularInline):
     model = BurstEvent
     extra = 0
     can_delete = False
@@ -232,7 +233,7 @@ class BurstEventInline(admin.TabularInline):
 
 
 @admin.register(BurstRequest)
-class BurstRequestAdmin(admin.ModelAdmin):
+class BurstRequestAdmin(FiguresAdmin):
     """Burst requests and their history; decide with the actions (they go through the same
     checks and notifications as the API)."""
 
@@ -274,7 +275,7 @@ class BurstRequestAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(FiguresAdmin):
     """Personal API tokens: issued here, shown once, stored hashed; delete one to revoke it."""
 
     list_display = ["name", "user", "token_prefix", "created_at", "last_used_at"]

@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import ReadOnlyAdmin
+from core.admin_figures import FiguresAdmin, FiguresInline, written
 from loans.models import Amendment, Contract, CorrectionLine, Statement
 from loans.services import amendments
 
@@ -80,7 +81,7 @@ class AmendmentForm(forms.ModelForm):
             self.add_error(target if target in self.fields else None, messages)
 
 
-class AmendmentInline(admin.TabularInline):
+class AmendmentInline(FiguresInline, admin.TabularInline):
     model = Amendment
     extra = 0
     can_delete = False
@@ -99,7 +100,7 @@ class AmendmentInline(admin.TabularInline):
 
 
 @admin.register(Amendment)
-class AmendmentAdmin(admin.ModelAdmin):
+class AmendmentAdmin(FiguresAdmin):
     """Amendments and terminations: written here or through the API, never changed."""
 
     form = AmendmentForm
@@ -135,7 +136,7 @@ class AmendmentAdmin(admin.ModelAdmin):
         return amendment.from_period + 1
 
 
-class CorrectionLineInline(admin.TabularInline):
+class CorrectionLineInline(FiguresInline, admin.TabularInline):
     model = CorrectionLine
     fk_name = "statement"
     extra = 0
@@ -156,12 +157,12 @@ class CorrectionLineInline(admin.TabularInline):
         return line.period_index + 1
 
 
-def _written(field: str, description, spec: str):
-    """A list column showing a statement's `field` formatted by `spec`, sorted by the field."""
+def _written(field: str, description):
+    """A list column showing a statement's `field` as the pages write it, sorted by it."""
 
     @admin.display(description=description, ordering=field)
     def column(self, statement: Statement) -> str:
-        return format(getattr(statement, field), spec)
+        return written(getattr(statement, field), field)
 
     return column
 
@@ -185,12 +186,12 @@ class StatementAdmin(ReadOnlyAdmin):
         return statement.number
 
     # As the pages write them (1,234.5 GPU-h, 11,200.00, 99.5%), not as stored (9000.000000).
-    committed = _written("committed_gpu_hours", _("committed GPU-hours"), ",.1f")
-    allocated = _written("allocated_gpu_hours", _("allocated GPU-hours"), ",.1f")
-    overage = _written("overage_gpu_hours", _("overage GPU-hours"), ",.1f")
-    corrections = _written("corrections_cost", _("corrections"), ",.2f")
-    total = _written("total_cost", _("total"), ",.2f")
-    complete = _written("completeness", _("completeness"), ".1%")
+    committed = _written("committed_gpu_hours", _("committed GPU-hours"))
+    allocated = _written("allocated_gpu_hours", _("allocated GPU-hours"))
+    overage = _written("overage_gpu_hours", _("overage GPU-hours"))
+    corrections = _written("corrections_cost", _("corrections"))
+    total = _written("total_cost", _("total"))
+    complete = _written("completeness", _("completeness"))
 
     def has_view_permission(self, request, obj=None) -> bool:
         return super().has_view_permission(request, obj)

@@ -13,6 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from core.admin import DatedAdmin, ReadOnlyAdmin
+from core.admin_figures import FiguresAdmin, FiguresInline
 from metering.models import (
     AttributionRule,
     Cluster,
@@ -43,7 +44,7 @@ class HasTokenFilter(admin.SimpleListFilter):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(FiguresAdmin):
     """Tokens are shown once, on the page that issued them, and stored only as a hash."""
 
     list_display = [
@@ -142,7 +143,7 @@ def show_tokens(model_admin, request: HttpRequest, issued: list, template: str, 
     return response
 
 
-class TenureInline(admin.TabularInline):
+class TenureInline(FiguresInline, admin.TabularInline):
     """Which node reported the device's samples when: kept by ingestion, never edited."""
 
     model = GpuTenure
@@ -156,7 +157,7 @@ class TenureInline(admin.TabularInline):
 
 
 @admin.register(Gpu)
-class GpuAdmin(admin.ModelAdmin):
+class GpuAdmin(FiguresAdmin):
     list_display = ["uuid", "node", "index", "model", "share", "memory_total_mib",
                     "last_seen_at"]
     list_filter = ["model", "node"]
@@ -183,7 +184,7 @@ class DeviceRefusalAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(FiguresAdmin):
     """Every node belongs to a cluster; owner rules hold within one."""
 
     list_display = ["name", "kind", "node_count", "created_at"]
@@ -199,7 +200,7 @@ class ClusterAdmin(admin.ModelAdmin):
 
 
 @admin.register(AttributionRule)
-class AttributionRuleAdmin(admin.ModelAdmin):
+class AttributionRuleAdmin(FiguresAdmin):
     list_display = ["field", "value", "cluster", "tenant", "priority"]
     list_filter = ["field", "cluster", "tenant"]
     search_fields = ["value", "tenant__slug", "tenant__name"]

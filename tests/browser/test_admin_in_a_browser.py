@@ -1,5 +1,6 @@
 import re
 from datetime import date
+from decimal import Decimal
 
 import pytest
 from playwright.sync_api import expect
@@ -119,3 +120,28 @@ def test_statements_read_as_the_pages_write_numbers_and_a_contract_shows_its_end
 
     page.goto(f"{live_server.url}/en/tenants/vision/")
     expect(page.locator("#contract-end")).to_have_text("in force until 2027-11-01 00:00")
+
+
+def test_plans_read_as_the_pages_write_numbers_in_the_list_and_the_form(live_server, page,
+                                                                       operator, contract):
+    """The plan list showed 1000.000000 GPU-hours, 10.0000 a GPU-hour and a multiplier of
+    1.200; its form held 11000.000000 in its inputs."""
+    contract.plan.committed_gpu_hours = Decimal("11000")
+    contract.plan.overage_rate = Decimal("12.3456")
+    contract.plan.save()
+    log_in(page, live_server.url, "operator")
+    page.goto(f"{live_server.url}/admin/loans/plan/")
+    row = page.locator("#result_list tbody tr").first
+    expect(row.locator("td.field-committed_gpu_hours")).to_have_text("11,000.0")
+    expect(row.locator("td.field-committed_rate")).to_have_text("10.00")
+    expect(row.locator("td.field-overage_rate")).to_have_text("12.3456")
+    expect(row.locator("td.field-overage_multiplier")).to_have_text("1.2")
+    expect(page.locator("#result_list")).not_to_contain_text("0000")
+
+    page.goto(f"{live_server.url}/admin/loans/plan/{contract.plan.pk}/change/")
+    expect(page.locator("#id_committed_gpu_hours")).to_have_value("11000")
+    expect(page.locator("#id_overage_multiplier")).to_have_value("1.2")
+    page.click("input[name=_save]")  # the plain value saves as the same number
+    expect(page.locator(".messagelist .success")).to_be_visible()
+    contract.plan.refresh_from_db()
+    assert contract.plan.committed_gpu_hours == Decimal("11000")

@@ -1,0 +1,73 @@
+"""Numbers in the admin as the pages write them: 9,000.0 GPU-h, 11,200.00, 99.5%, a
+multiplier of 1.5, not as stored (9000.000000, 1.0000, 1.500). Lists format their decimal
+columns; forms show a decimal without the zeros its column pads it with (9000, not
+9000.000000), which is still the exact value."""
+
+from decimal import Decimal
+
+from django import forms
+from django.contrib import admin
+from django.db import models
+
+MONEY_WORDS = ("cost", "amount", "saving", "fee", "price", "rate")
+
+
+def written(value: Decimal | None, name: str) -> str:
+    """`value` of the decimal field `name` as the pages write it."""
+    if value is None:
+        return "-"
+    if name == "completeness":
+        return format(value, ".1%")
+    if "gpu_hours" in name:
+        return format(value, ",.1f")
+    if any(word in name for word in MONEY_WORDS):
+        # Money to the cent; a rate may carry more places, shown when it has them.
+        places = max(2, -min(0, value.normalize().as_tuple().exponent))
+        return format(value, f",.{places}f")
+    return format(value.normalize(), ",f")
+
+
+def plain(value) -> str:
+    """A decimal as a form's input holds it: exact, without padding zeros or an exponent."""
+    if isinstance(value, Decimal):
+        text = format(value.normalize(), "f")
+        return "0" if text in ("-0", "") else text
+    return value
+
+
+class PlainDecimalInput(forms.NumberInput):
+    def format_value(self, value):
+        return super().format_value(plain(value))
+
+
+# And a URL typed without a scheme is read as https (Django 6's default, and what a webhook
+# should use), not http.
+DECIMAL_INPUTS = {models.DecimalField: {"widget": PlainDecimalInput},
+                  models.URLField: {"assume_scheme": "https"}}
+
+
+def _column(field: models.DecimalField):
+    @admin.display(description=field.verbose_name, ordering=field.name)
+    def column(row) -> str:
+        return written(getattr(row, field.name), field.name)
+
+    column.__name__ = field.name
+    return column
+
+
+class FiguresAdmin(admin.ModelAdmin):
+    """The project's model admins: decimal list columns and inputs written as above."""
+
+    formfield_overrides = DECIMAL_INPUTS
+
+    def get_list_display(self, request):
+        decimals = {f.name: f for f in self.model._meta.concrete_fields
+                    if isinstance(f, models.DecimalField)}
+        return [_column(decimals[name]) if isinstance(name, str) and name in decimals else name
+                for name in super().get_list_display(request)]
+
+
+class FiguresInline:
+    """Mixed into the project's inlines: decimal inputs as FiguresAdmin writes them."""
+
+    formfield_overrides = DECIMAL_INPUTS
