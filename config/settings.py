@@ -145,7 +145,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "axes",
+    "config.vendor_texts.AxesConfig",  # django-axes, named for operators
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "loans",

@@ -186,11 +186,15 @@ class ContractAdmin(DatedAdmin):
 class AlertAdmin(ReadOnlyAdmin):
     """Alerts are opened and resolved by the alert job; this is their history."""
 
-    list_display = ["opened_at", "kind", "tenant", "subject", "state", "resolved_at", "message"]
+    list_display = ["opened_at", "kind", "tenant", "subject", "state", "resolved_at", "said"]
     list_filter = ["state", "kind", "tenant"]
     search_fields = ["subject", "message", "tenant__slug"]
     list_select_related = ["tenant"]
     date_hierarchy = "opened_at"
+
+    @admin.display(description=_("message"))
+    def said(self, alert: Alert) -> str:
+        return alert.text  # in the operator's language; searches match its English
 
 
 @admin.register(Recommendation)
@@ -226,7 +230,11 @@ class BurstEventInline(FiguresInline, admin.TabularInline):
     model = BurstEvent
     extra = 0
     can_delete = False
-    readonly_fields = ["at", "state", "actor", "note"]
+    fields = readonly_fields = ["at", "state", "actor", "said"]
+
+    @admin.display(description=_("note"))
+    def said(self, event: BurstEvent) -> str:
+        return event.text
 
     def has_add_permission(self, request, obj=None) -> bool:
         return False
@@ -238,12 +246,16 @@ class BurstRequestAdmin(FiguresAdmin):
     checks and notifications as the API)."""
 
     list_display = ["created_at", "contract", "gpus", "starts_at", "ends_at", "priority",
-                    "state", "note"]
+                    "state", "said"]
     list_filter = ["state", "contract__tenant"]
     list_select_related = ["contract__tenant", "contract__plan"]
     readonly_fields = [f.name for f in BurstRequest._meta.fields]
     inlines = [BurstEventInline]
     actions = ["approve", "reject", "revoke"]
+
+    @admin.display(description=_("note"))
+    def said(self, request: BurstRequest) -> str:
+        return request.text  # in the operator's language
 
     def has_add_permission(self, request) -> bool:
         return False

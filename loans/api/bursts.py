@@ -19,6 +19,8 @@ from loans.services import bursts, manifests
 
 class BurstEventSerializer(serializers.ModelSerializer):
     actor = serializers.StringRelatedField()
+    # In the caller's language (Accept-Language), as the pages say it.
+    note = serializers.CharField(source="text", read_only=True)
 
     class Meta:
         model = BurstEvent
@@ -42,6 +44,7 @@ class BurstSerializer(serializers.ModelSerializer):
     events = BurstEventSerializer(many=True, read_only=True)
     contract = VisibleContract()
     gpus = serializers.IntegerField(min_value=1, max_value=bursts.MAX_GPUS)
+    note = serializers.CharField(source="text", read_only=True)
 
     class Meta:
         model = BurstRequest

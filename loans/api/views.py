@@ -1,7 +1,8 @@
 """The REST API for integrations and operators (DRF). The agents' endpoint is
 metering.intake.api."""
 
-from django.utils import timezone
+from django.conf import settings
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
@@ -182,6 +183,12 @@ class PeriodQuery(serializers.Serializer):
         "(YYYY-MM-DD), or 'current' (the default)")
 
 
+class HeatmapQuery(PeriodQuery):
+    lang = serializers.ChoiceField(
+        required=False, choices=[code for code, _name in settings.LANGUAGES],
+        help_text="The language of the figure's titles and labels (default: the request's)")
+
+
 def _period(request: Request, contract: Contract, now):
     try:
         period = pick_period(contract, request.query_params.get("period"), now)
@@ -209,9 +216,13 @@ class ContractHeatmap(APIView):
     """Utilisation of each GPU the tenant held, by local day of a period, as a Plotly figure
     (the tenant page loads it after the page itself)."""
 
-    @extend_schema(parameters=[PeriodQuery], responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(parameters=[HeatmapQuery], responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         now = timezone.now()
         days = gpu_days(contract, _period(request, contract, now), now)
-        return Response(charts.heatmap_figure(days, gpu_labels({d.gpu_id for d in days})))
+        lang = request.query_params.get("lang", "")
+        if lang not in dict(settings.LANGUAGES):  # absent or unknown: the request's own
+            lang = translation.get_language()
+        with translation.override(lang):
+            return Response(charts.heatmap_figure(days, gpu_labels({d.gpu_id for d in days})))

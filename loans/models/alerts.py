@@ -4,6 +4,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from core.wording import said
 from loans.models.tenants import Tenant
 
 
@@ -24,7 +25,8 @@ class Alert(models.Model):
         RESOLVED = "resolved", _("resolved")
 
     tenant = models.ForeignKey(
-        Tenant, on_delete=models.CASCADE, null=True, blank=True, related_name="alerts",
+        Tenant, verbose_name=_("tenant"), on_delete=models.CASCADE, null=True, blank=True,
+        related_name="alerts",
         help_text=_("Empty for the operators' own alerts (a node without a default tenant)."),
     )
     kind = models.CharField(_("kind"), max_length=24, choices=Kind.choices)
@@ -33,6 +35,10 @@ class Alert(models.Model):
     state = models.CharField(_("state"), max_length=10, choices=State.choices,
                              default=State.OPEN)
     message = models.TextField(_("message"))
+    wording = models.JSONField(
+        _("wording"), default=dict, blank=True, editable=False,
+        help_text=_("The message's template and facts, rendered in the reader's language; "
+                    "message is its English."))
     details = models.JSONField(_("details"), default=dict, blank=True)
     opened_at = models.DateTimeField(_("opened"))
     resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True)
@@ -53,3 +59,8 @@ class Alert(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()}: {self.subject} ({self.state})"
+
+    @property
+    def text(self) -> str:
+        """The message in the reader's language."""
+        return said(self.wording, self.message)

@@ -4,10 +4,11 @@ from dataclasses import replace
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from loans.maths.billing import Terms
@@ -19,6 +20,13 @@ INTEGER_TERMS = ("base_quota_gpus", "max_quota_gpus", "term_months")
 def term_value(name: str, text: str) -> Decimal | int:
     """A term as an amendment stores it (text), back as the number it is."""
     return int(text) if name in INTEGER_TERMS else Decimal(text)
+
+
+def _term_label(name: str) -> str:
+    try:
+        return str(Contract._meta.get_field(name).verbose_name)
+    except FieldDoesNotExist:  # a term of an older schema
+        return name
 
 
 class Amendment(models.Model):
@@ -33,7 +41,9 @@ class Amendment(models.Model):
         TERMS = "terms", _("terms")
         TERMINATION = "termination", _("termination")
 
-    contract = models.ForeignKey(Contract, on_delete=models.PROTECT, related_name="amendments")
+    contract = models.ForeignKey(
+        Contract, verbose_name=_("contract"), on_delete=models.PROTECT, related_name="amendments",
+    )
     kind = models.CharField(_("kind"), max_length=12, choices=Kind.choices, default=Kind.TERMS)
     from_period = models.PositiveSmallIntegerField(
         _("from period"), help_text=_("Index of the first period it applies to (0 is the first)."))
@@ -56,7 +66,8 @@ class Amendment(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.contract} from period {self.from_period + 1}: {self.summary()}"
+        return gettext("%(contract)s from period %(period)s: %(changes)s") % {
+            "contract": self.contract, "period": self.from_period + 1, "changes": self.summary()}
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding:
@@ -64,7 +75,11 @@ class Amendment(models.Model):
         super().save(*args, **kwargs)
 
     def summary(self) -> str:
-        return ", ".join(f"{name} {old} → {new}" for name, (old, new) in self.changes.items())
+        """The terms it changes, by their names in the reader's language."""
+        return ", ".join(f"{_term_label(name)} {old} → {new}"
+                         for name, (old, new) in self.changes.items())
+
+    summary.short_description = _("changes")
 
     def apply_to(self, terms: Terms) -> Terms:
         """`terms` with this amendment's new values (the term is the contract's own row)."""

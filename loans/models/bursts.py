@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 from django.utils.translation import gettext_lazy as _
 
+from core.wording import said
 from loans.models.contracts import Contract
 
 DEFAULT_PRIORITY = 100  # lower is served first; an operator moves a request up or down from here
@@ -22,7 +23,9 @@ class BurstRequest(models.Model):
         REVOKED = "revoked", _("revoked")
         EXPIRED = "expired", _("expired")
 
-    contract = models.ForeignKey(Contract, on_delete=models.CASCADE, related_name="bursts")
+    contract = models.ForeignKey(
+        Contract, verbose_name=_("contract"), on_delete=models.CASCADE, related_name="bursts",
+    )
     gpus = models.PositiveIntegerField(_("extra GPUs"))
     starts_at = models.DateTimeField(_("from"))
     ends_at = models.DateTimeField(_("until"))
@@ -38,6 +41,10 @@ class BurstRequest(models.Model):
     decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
     note = models.CharField(_("note"), max_length=500, blank=True,
                             help_text=_("Why it was granted, rejected, revoked or cancelled."))
+    wording = models.JSONField(
+        _("wording"), default=dict, blank=True, editable=False,
+        help_text=_("The note's template and facts, rendered in the reader's language; note "
+                    "is its English (or what an operator wrote)."))
     submission = models.CharField(
         _("submission"), max_length=64, blank=True, default="", editable=False,
         help_text=_("The key the form or the API's Idempotency-Key header sent with it: the "
@@ -70,6 +77,11 @@ class BurstRequest(models.Model):
         return f"{self.contract.tenant.slug} +{self.gpus} GPUs {self.starts_at:%Y-%m-%d %H:%M}"
 
     @property
+    def text(self) -> str:
+        """The note in the reader's language."""
+        return said(self.wording, self.note)
+
+    @property
     def prioritised(self) -> bool:
         """An operator moved it up or down the queue."""
         return self.priority != DEFAULT_PRIORITY
@@ -78,13 +90,18 @@ class BurstRequest(models.Model):
 class BurstEvent(models.Model):
     """Every change of a burst request, kept as its history."""
 
-    request = models.ForeignKey(BurstRequest, on_delete=models.CASCADE, related_name="events")
+    request = models.ForeignKey(
+        BurstRequest, verbose_name=_("burst request"), on_delete=models.CASCADE,
+        related_name="events",
+    )
     at = models.DateTimeField(_("at"))
     state = models.CharField(_("state"), max_length=10, choices=BurstRequest.State.choices)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
-                              blank=True, related_name="+",
-                              help_text=_("Empty when the queue job acted."))
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("by"), on_delete=models.SET_NULL, null=True,
+        blank=True, related_name="+", help_text=_("Empty when the queue job acted."),
+    )
     note = models.CharField(_("note"), max_length=500, blank=True)
+    wording = models.JSONField(_("wording"), default=dict, blank=True, editable=False)
 
     class Meta:
         ordering = ["at", "pk"]
@@ -93,3 +110,8 @@ class BurstEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.request_id} {self.state} {self.at:%Y-%m-%d %H:%M}"
+
+    @property
+    def text(self) -> str:
+        """The note in the reader's language."""
+        return said(self.wording, self.note)

@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from loans.maths import billing
@@ -71,8 +72,12 @@ class Contract(ContractChecks, models.Model):
     # Statuses whose contracts hold their instants: two of one tenant never overlap.
     HOLDING = ("active", "ended")
 
-    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="contracts")
-    plan = models.ForeignKey(Plan, on_delete=models.PROTECT, related_name="contracts")
+    tenant = models.ForeignKey(
+        Tenant, verbose_name=_("tenant"), on_delete=models.PROTECT, related_name="contracts",
+    )
+    plan = models.ForeignKey(
+        Plan, verbose_name=_("plan"), on_delete=models.PROTECT, related_name="contracts",
+    )
     starts_on = models.DateField(_("starts on"))
     ends_on = models.DateField(
         _("ends on"), editable=False,
@@ -181,7 +186,8 @@ class Contract(ContractChecks, models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.tenant.slug} / {self.plan.name} from {self.starts_on}"
+        return gettext("%(tenant)s / %(plan)s from %(start)s") % {
+            "tenant": self.tenant.slug, "plan": self.plan.name, "start": self.starts_on}
 
     def save(self, *args, **kwargs) -> None:
         if self.status in self.HOLDING and not self.is_signed:

@@ -5,6 +5,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from core.wording import said
 from loans.models.contracts import Contract
 
 
@@ -19,6 +20,11 @@ class Recommendation(models.Model):
         CONSOLIDATE = "consolidate", _("consolidation")
         PLAN = "plan", _("plan")
 
+    class Confidence(models.TextChoices):
+        HIGH = "high", _("high")
+        MEDIUM = "medium", _("medium")
+        LOW = "low", _("low")
+
     class State(models.TextChoices):
         OPEN = "open", _("open")
         ACCEPTED = "accepted", _("accepted")
@@ -26,8 +32,10 @@ class Recommendation(models.Model):
         SUPERSEDED = "superseded", _("superseded")
         APPLIED = "applied", _("applied")
 
-    contract = models.ForeignKey(Contract, on_delete=models.CASCADE,
-                                 related_name="recommendations")
+    contract = models.ForeignKey(
+        Contract, verbose_name=_("contract"), on_delete=models.CASCADE,
+        related_name="recommendations",
+    )
     kind = models.CharField(_("kind"), max_length=12, choices=Kind.choices)
     state = models.CharField(_("state"), max_length=10, choices=State.choices,
                              default=State.OPEN)
@@ -35,10 +43,15 @@ class Recommendation(models.Model):
     recommended = models.CharField(_("recommended"), max_length=120, blank=True)
     expected_saving = models.DecimalField(
         _("expected saving per period"), max_digits=16, decimal_places=2, null=True, blank=True)
-    currency = models.CharField(max_length=3, blank=True)
-    confidence = models.CharField(_("confidence"), max_length=10, blank=True)
+    currency = models.CharField(_("currency"), max_length=3, blank=True)
+    confidence = models.CharField(_("confidence"), max_length=10, blank=True,
+                                  choices=Confidence.choices)
     lookback_days = models.PositiveSmallIntegerField(_("lookback (days)"), null=True, blank=True)
     message = models.TextField(_("message"))
+    wording = models.JSONField(
+        _("wording"), default=dict, blank=True, editable=False,
+        help_text=_("The message's template and facts, rendered in the reader's language; "
+                    "message is its English."))
     evidence = models.JSONField(_("evidence"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created"))
     decided_at = models.DateTimeField(_("decided"), null=True, blank=True)
@@ -73,3 +86,8 @@ class Recommendation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.contract} {self.get_kind_display()}: {self.recommended} ({self.state})"
+
+    @property
+    def text(self) -> str:
+        """The message in the reader's language."""
+        return said(self.wording, self.message)

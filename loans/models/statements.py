@@ -6,6 +6,7 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from loans.maths import billing
@@ -25,33 +26,41 @@ class Statement(models.Model):
         PERIOD = "period", _("period")
         CORRECTIONS = "corrections", _("corrections")
 
-    contract = models.ForeignKey(Contract, on_delete=models.PROTECT, related_name="statements")
+    contract = models.ForeignKey(
+        Contract, verbose_name=_("contract"), on_delete=models.PROTECT, related_name="statements",
+    )
     kind = models.CharField(_("kind"), max_length=12, choices=Kind.choices,
                             default=Kind.PERIOD)
     period_index = models.PositiveSmallIntegerField(_("period"))
     period_start = models.DateTimeField(_("period start"))
     period_end = models.DateTimeField(_("period end"))
-    committed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    allocated_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    busy_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
+    committed_gpu_hours = models.DecimalField(
+        _("committed GPU-hours"), max_digits=16, decimal_places=6,
+    )
+    allocated_gpu_hours = models.DecimalField(
+        _("allocated GPU-hours"), max_digits=16, decimal_places=6,
+    )
+    busy_gpu_hours = models.DecimalField(_("busy GPU-hours"), max_digits=16, decimal_places=6)
     corrections_gpu_hours = models.DecimalField(
-        max_digits=16, decimal_places=6, default=Decimal(0),
+        _("corrections in GPU-hours"), max_digits=16, decimal_places=6, default=Decimal(0),
         help_text=_("The change in earlier, already closed periods' usage this statement "
                     "corrects."),
     )
-    overage_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    unused_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    committed_rate = models.DecimalField(max_digits=12, decimal_places=4)
-    overage_rate = models.DecimalField(max_digits=12, decimal_places=4)
-    committed_cost = models.DecimalField(max_digits=16, decimal_places=2)
-    overage_cost = models.DecimalField(max_digits=16, decimal_places=2)
+    overage_gpu_hours = models.DecimalField(_("overage GPU-hours"), max_digits=16, decimal_places=6)
+    unused_gpu_hours = models.DecimalField(_("unused GPU-hours"), max_digits=16, decimal_places=6)
+    committed_rate = models.DecimalField(_("committed rate"), max_digits=12, decimal_places=4)
+    overage_rate = models.DecimalField(_("overage rate"), max_digits=12, decimal_places=4)
+    committed_cost = models.DecimalField(_("committed cost"), max_digits=16, decimal_places=2)
+    overage_cost = models.DecimalField(_("overage cost"), max_digits=16, decimal_places=2)
     corrections_cost = models.DecimalField(
-        max_digits=16, decimal_places=2, default=Decimal(0),
-        help_text=_("The sum of the correction lines; may be negative."))
-    total_cost = models.DecimalField(max_digits=16, decimal_places=2)
-    currency = models.CharField(max_length=3)
+        _("corrections"), max_digits=16, decimal_places=2, default=Decimal(0),
+        help_text=_("The sum of the correction lines; may be negative."),
+    )
+    total_cost = models.DecimalField(_("total"), max_digits=16, decimal_places=2)
+    currency = models.CharField(_("currency"), max_length=3)
     completeness = models.DecimalField(
-        max_digits=5, decimal_places=4, help_text=_("Share of expected samples received, 0-1.")
+        _("completeness"), max_digits=5, decimal_places=4,
+        help_text=_("Share of expected samples received, 0-1."),
     )
     closed_at = models.DateTimeField(_("closed"), auto_now_add=True)
 
@@ -83,8 +92,10 @@ class Statement(models.Model):
 
     def __str__(self) -> str:
         if self.kind == self.Kind.CORRECTIONS:
-            return f"{self.contract} corrections {self.period_index + 1}"
-        return f"{self.contract} period {self.period_index + 1}"
+            text = gettext("%(contract)s corrections %(number)s")
+        else:
+            text = gettext("%(contract)s period %(number)s")
+        return text % {"contract": self.contract, "number": self.period_index + 1}
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding:
@@ -107,22 +118,35 @@ class CorrectionLine(models.Model):
     GPU-hours to the cent: the overage billed before and the overage now; the amount is their
     difference. Written with its statement; never updated."""
 
-    statement = models.ForeignKey(Statement, on_delete=models.PROTECT,
-                                  related_name="corrections")
-    corrected = models.ForeignKey(Statement, on_delete=models.PROTECT,
-                                  related_name="corrected_by",
-                                  help_text=_("The statement of the period corrected."))
+    statement = models.ForeignKey(
+        Statement, verbose_name=_("statement"), on_delete=models.PROTECT,
+        related_name="corrections",
+    )
+    corrected = models.ForeignKey(
+        Statement, verbose_name=_("statement corrected"), on_delete=models.PROTECT,
+        related_name="corrected_by", help_text=_("The statement of the period corrected."),
+    )
     period_index = models.PositiveSmallIntegerField(_("period corrected"))
     gpu_hours = models.DecimalField(_("change in GPU-hours"), max_digits=16, decimal_places=6)
     billed_gpu_hours = models.DecimalField(
         _("GPU-hours billed before"), max_digits=16, decimal_places=6)
-    committed_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    overage_rate = models.DecimalField(max_digits=12, decimal_places=4)
-    overage_before_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    overage_after_gpu_hours = models.DecimalField(max_digits=16, decimal_places=6)
-    overage_before_cost = models.DecimalField(max_digits=16, decimal_places=2)
-    overage_after_cost = models.DecimalField(max_digits=16, decimal_places=2)
-    amount = models.DecimalField(max_digits=16, decimal_places=2)
+    committed_gpu_hours = models.DecimalField(
+        _("committed GPU-hours"), max_digits=16, decimal_places=6,
+    )
+    overage_rate = models.DecimalField(_("overage rate"), max_digits=12, decimal_places=4)
+    overage_before_gpu_hours = models.DecimalField(
+        _("overage GPU-hours before"), max_digits=16, decimal_places=6,
+    )
+    overage_after_gpu_hours = models.DecimalField(
+        _("overage GPU-hours after"), max_digits=16, decimal_places=6,
+    )
+    overage_before_cost = models.DecimalField(
+        _("overage cost before"), max_digits=16, decimal_places=2,
+    )
+    overage_after_cost = models.DecimalField(
+        _("overage cost after"), max_digits=16, decimal_places=2,
+    )
+    amount = models.DecimalField(_("amount"), max_digits=16, decimal_places=2)
 
     class Meta:
         ordering = ["statement", "period_index"]
@@ -137,7 +161,9 @@ class CorrectionLine(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.statement}: period {self.period_index + 1} {self.amount:+}"
+        return gettext("%(statement)s: period %(number)s %(amount)s") % {
+            "statement": self.statement, "number": self.period_index + 1,
+            "amount": f"{self.amount:+,.2f}"}
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding:

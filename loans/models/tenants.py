@@ -49,9 +49,12 @@ class Membership(models.Model):
         MEMBER = "member", _("member")
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE,
+        related_name="memberships",
     )
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(
+        Tenant, verbose_name=_("tenant"), on_delete=models.CASCADE, related_name="memberships",
+    )
     role = models.CharField(_("role"), max_length=10, choices=Role.choices, default=Role.MEMBER)
 
     class Meta:

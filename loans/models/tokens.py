@@ -18,10 +18,11 @@ LAST_USED_EVERY = 300  # seconds: record use at most this often, not on every re
 
 class ApiToken(models.Model):
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), on_delete=models.CASCADE,
+        related_name="api_tokens",
     )
     name = models.CharField(_("name"), max_length=100, help_text=_("What uses it, e.g. Grafana."))
-    token_hash = models.CharField(max_length=64, unique=True, editable=False)
+    token_hash = models.CharField(_("token hash"), max_length=64, unique=True, editable=False)
     token_prefix = models.CharField(_("token"), max_length=16, editable=False)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     last_used_at = models.DateTimeField(_("last used"), null=True, editable=False)

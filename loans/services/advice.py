@@ -8,8 +8,9 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
+from core.wording import Wording, worded
 from loans.maths import recommend
 from loans.maths.billing import money
 from loans.models import Contract, Plan, Recommendation
@@ -26,7 +27,7 @@ class Draft:
     kind: str
     current: str
     recommended: str
-    message: str
+    wording: Wording
     expected_saving: Decimal | None = None
     confidence: str = ""
     lookback_days: int | None = None
@@ -64,13 +65,14 @@ def commitment_draft(contract: Contract, past: History, period_hours: int) -> Dr
     return Draft(
         kind=Kind.COMMITMENT, current=f"{advice.current:.0f}",
         recommended=f"{advice.recommended:.0f}",
-        message=_("Commit %(recommended)s GPU-h a period instead of %(current)s: expected cost "
-                  "%(cost)s instead of %(current_cost)s %(currency)s a period (the rule of "
-                  "thumb, 80%% of average use, %(rule)s GPU-h, would cost %(rule_cost)s).") % {
+        wording=worded(gettext_noop(
+            "Commit %(recommended)s GPU-h a period instead of %(current)s: expected cost "
+            "%(cost)s instead of %(current_cost)s %(currency)s a period (the rule of thumb, "
+            "80%% of average use, %(rule)s GPU-h, would cost %(rule_cost)s)."), {
             "recommended": f"{advice.recommended:,.0f}", "current": f"{advice.current:,.0f}",
             "cost": f"{advice.expected_cost:,.2f}",
             "current_cost": f"{advice.current_cost:,.2f}", "currency": terms.currency,
-            "rule": f"{advice.rule_of_thumb:,.0f}", "rule_cost": f"{advice.rule_cost:,.2f}"},
+            "rule": f"{advice.rule_of_thumb:,.0f}", "rule_cost": f"{advice.rule_cost:,.2f}"}),
         expected_saving=advice.saving, confidence=advice.confidence,
         lookback_days=advice.lookback_days,
         evidence={
@@ -99,22 +101,35 @@ def quota_drafts(contract: Contract, past: History) -> list[Draft]:
             base=terms.base_quota_gpus, cap=terms.max_quota_gpus):
         e = advice.evidence
         if advice.kind == "base_quota":
-            message = _("Set the base quota to %(new)s GPUs (now %(old)s): 95%% of the last "
-                        "%(days)s days' hours used at most %(p95)s GPUs at once.") % {
-                "new": advice.recommended, "old": advice.current, "days": QUOTA_DAYS,
-                "p95": e["p95_concurrent_gpus"]}
+            facts = {"new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
+                     "days": QUOTA_DAYS, "p95": f"{e['p95_concurrent_gpus']:,.1f}"}
+            if advice.recommended > advice.current:
+                wording = worded(gettext_noop(
+                    "Raise the base quota to %(new)s GPUs (now %(old)s): in 95%% of the last "
+                    "%(days)s days' hours up to %(p95)s GPUs were in use at once, more than the "
+                    "quota guarantees; %(new)s covers them."), facts)
+            else:
+                # recommend.advise_quotas: lowered when that use stays under 70% of the quota,
+                # to a quota it would fill to about 80%.
+                wording = worded(gettext_noop(
+                    "Lower the base quota to %(new)s GPUs (now %(old)s): in 95%% of the last "
+                    "%(days)s days' hours at most %(p95)s GPUs were in use at once, under 70%% "
+                    "of the quota. At %(new)s GPUs that use fills about 80%% of it (%(p95)s / "
+                    "0.8, rounded up)."), facts)
         elif advice.kind == "max_quota":
-            message = _("Raise the max quota to %(new)s GPUs (now %(old)s): usage sat at the cap "
-                        "in %(share).1f%% of hours.") % {
-                "new": advice.recommended, "old": advice.current,
-                "share": e["share_of_hours_at_cap"] * 100}
+            wording = worded(gettext_noop(
+                "Raise the max quota to %(new)s GPUs (now %(old)s, plus a quarter): usage sat "
+                "at the cap in %(share).1f%% of hours."), {
+                "new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
+                "share": e["share_of_hours_at_cap"] * 100})
         else:
-            message = _("Only %(share).0f%% of the GPU time held was busy over the last %(days)s "
-                        "days (%(idle)s idle GPU-h): consolidate jobs onto fewer GPUs.") % {
+            wording = worded(gettext_noop(
+                "Only %(share).0f%% of the GPU time held was busy over the last %(days)s days "
+                "(%(idle)s idle GPU-h): consolidate jobs onto fewer GPUs."), {
                 "share": e["busy_share"] * 100, "days": QUOTA_DAYS,
-                "idle": f"{e['idle_gpu_hours']:,.0f}"}
+                "idle": f"{e['idle_gpu_hours']:,.0f}"})
         drafts.append(Draft(
-            kind=advice.kind, message=message, lookback_days=QUOTA_DAYS, evidence=e,
+            kind=advice.kind, wording=wording, lookback_days=QUOTA_DAYS, evidence=e,
             current="" if advice.current is None else str(advice.current),
             recommended="" if advice.recommended is None else str(advice.recommended)))
     return drafts
@@ -147,10 +162,11 @@ def plan_draft(contract: Contract, past: History, period_hours: int) -> Draft | 
     saving = money((own - best_cost) / 3)
     return Draft(
         kind=Kind.PLAN, current=contract.plan.name, recommended=best.name,
-        message=_("%(plan)s would have cost %(cost)s %(currency)s over the last three periods "
-                  "instead of %(own)s under the current terms.") % {
+        wording=worded(gettext_noop(
+            "%(plan)s would have cost %(cost)s %(currency)s over the last three periods "
+            "instead of %(own)s under the current terms."), {
             "plan": best.name, "cost": f"{best_cost:,.2f}", "currency": terms.currency,
-            "own": f"{own:,.2f}"},
+            "own": f"{own:,.2f}"}),
         expected_saving=saving, lookback_days=3 * period_hours // 24,
         evidence={"current_cost": str(own), "peak_concurrent_gpus": peak,
                   "plans": [{"plan": plan.name, "cost": str(c), "fits_peak": ok}
@@ -199,7 +215,8 @@ def refresh_contract(contract: Contract, drafts: list[Draft],
             state__in=[Recommendation.State.ACCEPTED, Recommendation.State.DISMISSED])}
         for draft in drafts:
             values = {"current": draft.current, "recommended": draft.recommended,
-                      "message": draft.message, "expected_saving": draft.expected_saving,
+                      "message": draft.wording.english, "wording": draft.wording.stored(),
+                      "expected_saving": draft.expected_saving,
                       "confidence": draft.confidence, "lookback_days": draft.lookback_days,
                       "evidence": draft.evidence, "currency": currency}
             if draft.kind in current:

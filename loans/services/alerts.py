@@ -8,8 +8,9 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
+from core.wording import Wording, worded
 from loans.maths.billing import money
 from loans.models import Alert, Contract
 from loans.services import dashboard
@@ -26,7 +27,7 @@ class Condition:
     kind: str
     subject: str
     tenant_id: int | None
-    message: str
+    wording: Wording
     details: dict = field(default_factory=dict)
 
 
@@ -49,20 +50,22 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     used = figures.used_gpu_hours / committed * 100
     crossed = next((t for t in THRESHOLDS if used >= t), None)
     if crossed is not None:
-        out.append(Condition(Kind.COMMITMENT_USED, f"{subject}:{crossed}", tenant.pk, _(
+        wording = worded(gettext_noop(
             "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
-            "period %(period)s.") % {"tenant": tenant.name, "used": used,
+            "period %(period)s."), {"tenant": tenant.name, "used": used,
                                      "committed": f"{committed:,.0f}",
-                                     "period": period.index + 1},
+                                     "period": period.index + 1})
+        out.append(Condition(Kind.COMMITMENT_USED, f"{subject}:{crossed}", tenant.pk, wording,
             {"threshold_percent": crossed, "used_gpu_hours": str(figures.used_gpu_hours)}))
     overage = figures.projected_overage_gpu_hours
     if overage > committed * settings.ALERT_OVERAGE_PERCENT / 100:
         cost = figures.projected_cost.overage_cost
-        out.append(Condition(Kind.PROJECTED_OVERAGE, subject, tenant.pk, _(
+        wording = worded(gettext_noop(
             "At the last week's rate %(tenant)s will use %(hours)s GPU-h above its commitment "
-            "this period, %(money)s %(currency)s at the overage rate.") % {
+            "this period, %(money)s %(currency)s at the overage rate."), {
                 "tenant": tenant.name, "hours": f"{overage:,.0f}", "money": _money(cost),
-                "currency": terms.currency},
+                "currency": terms.currency})
+        out.append(Condition(Kind.PROJECTED_OVERAGE, subject, tenant.pk, wording,
             {"projected_overage_gpu_hours": str(overage), "projected_overage_cost": str(cost),
              "exhaustion": figures.projected_exhaustion.isoformat()
              if figures.projected_exhaustion else None}))
@@ -70,20 +73,22 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     if (unused > committed * settings.ALERT_UNUSED_PERCENT / 100
             and now - period.start >= timedelta(days=1)):
         waste = money(unused * terms.committed_rate)
-        out.append(Condition(Kind.PROJECTED_UNUSED, subject, tenant.pk, _(
+        wording = worded(gettext_noop(
             "At the last week's rate %(tenant)s will leave %(hours)s committed GPU-h unused "
-            "this period: %(money)s %(currency)s paid for nothing.") % {
+            "this period: %(money)s %(currency)s paid for nothing."), {
                 "tenant": tenant.name, "hours": f"{unused:,.0f}", "money": _money(waste),
-                "currency": terms.currency},
+                "currency": terms.currency})
+        out.append(Condition(Kind.PROJECTED_UNUSED, subject, tenant.pk, wording,
             {"projected_unused_gpu_hours": str(unused), "projected_waste": str(waste)}))
     if now - period.start >= timedelta(hours=1):
         completeness = fleet.tenant_completeness(tenant.pk, period.start, floor_hour(now))
         if completeness < COMPLETE:
-            out.append(Condition(Kind.INCOMPLETE_DATA, subject, tenant.pk, _(
+            wording = worded(gettext_noop(
                 "Only %(share).1f%% of period %(period)s has been reported by %(tenant)s's "
-                "nodes so far: its usage may be undercounted.") % {
+                "nodes so far: its usage may be undercounted."), {
                     "share": completeness * 100, "period": period.index + 1,
-                    "tenant": tenant.name},
+                    "tenant": tenant.name})
+            out.append(Condition(Kind.INCOMPLETE_DATA, subject, tenant.pk, wording,
                 {"completeness": round(completeness, 4)}))
     return out
 
@@ -102,13 +107,14 @@ def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]
         rate = terms[tenant_id].committed_rate if tenant_id in terms else Decimal(0)
         cost = (len(gpus) * rate).quantize(Decimal("0.01"))
         names = sorted(labels.get(g, str(g)) for g in gpus)
-        out.append(Condition(Kind.IDLE_GPUS, f"tenant:{tenant_id}:idle", tenant_id, _(
+        wording = worded(gettext_noop(
             "%(count)s GPUs were held for the last hour at under 5%% utilisation (%(gpus)s), "
-            "costing %(money)s %(currency)s an hour.") % {
+            "costing %(money)s %(currency)s an hour."), {
                 "count": len(gpus), "gpus": ", ".join(names[:10]) + (" …" if len(names) > 10
                                                                     else ""),
                 "money": _money(cost),
-                "currency": terms[tenant_id].currency if tenant_id in terms else ""},
+                "currency": terms[tenant_id].currency if tenant_id in terms else ""})
+        out.append(Condition(Kind.IDLE_GPUS, f"tenant:{tenant_id}:idle", tenant_id, wording,
             {"hour": hour.isoformat(), "gpus": names, "cost_per_hour": str(cost)}))
     return out
 
@@ -118,10 +124,11 @@ def node_conditions(now: datetime) -> list[Condition]:
     out = []
     for node in fleet.silent_nodes(now - silent_after):
         minutes = (now - node.last_seen_at).total_seconds() / 60
-        out.append(Condition(Kind.NODE_SILENT, f"node:{node.name}", node.default_tenant_id, _(
+        wording = worded(gettext_noop(
             "Node %(node)s has sent nothing for %(minutes).0f minutes; its GPUs' usage is not "
-            "being metered.") % {"node": node.name, "minutes": minutes},
-            {"last_seen_at": node.last_seen_at.isoformat()}))
+            "being metered."), {"node": node.name, "minutes": minutes})
+        out.append(Condition(Kind.NODE_SILENT, f"node:{node.name}", node.default_tenant_id,
+                             wording, {"last_seen_at": node.last_seen_at.isoformat()}))
     return out
 
 
@@ -135,20 +142,22 @@ def refusal_conditions(now: datetime) -> list[Condition]:
     for refusal in fleet.recent_refusals(now - REFUSAL_RECENT):
         node, uuid = refusal.node, refusal.gpu_uuid
         if refusal.reason == refusal.Reason.DEVICE_LIMIT:
-            message = _("Node %(node)s reports more GPUs than its limit of %(limit)s: %(device)s "
-                        "is refused (%(samples)s samples since %(since)s). Raise its max devices "
-                        "in the admin if the node really has them.") % {
+            wording = worded(gettext_noop(
+                "Node %(node)s reports more GPUs than its limit of %(limit)s: %(device)s is "
+                "refused (%(samples)s samples since %(since)s). Raise its max devices in the "
+                "admin if the node really has them."), {
                 "node": node.name, "limit": node.max_devices, "device": uuid,
-                "samples": refusal.samples, "since": f"{refusal.first_at:%Y-%m-%d %H:%M}"}
+                "samples": refusal.samples, "since": f"{refusal.first_at:%Y-%m-%d %H:%M}"})
         else:
             holder = refusal.holder.name if refusal.holder else "?"
-            message = _("Two nodes claim one GPU: %(node)s reports %(device)s, which %(holder)s "
-                        "still reports; it moves to %(node)s once %(holder)s has not reported "
-                        "it for %(minutes)s minutes (%(samples)s samples refused).") % {
+            wording = worded(gettext_noop(
+                "Two nodes claim one GPU: %(node)s reports %(device)s, which %(holder)s still "
+                "reports; it moves to %(node)s once %(holder)s has not reported it for "
+                "%(minutes)s minutes (%(samples)s samples refused)."), {
                 "node": node.name, "device": uuid, "holder": holder,
-                "minutes": settings.DEVICE_MOVE_MINUTES, "samples": refusal.samples}
+                "minutes": settings.DEVICE_MOVE_MINUTES, "samples": refusal.samples})
         out.append(Condition(Kind.DEVICE_REFUSED, f"node:{node.name}:device:{uuid}"[:120], None,
-                             message, {"reason": refusal.reason, "device": uuid,
+                             wording, {"reason": refusal.reason, "device": uuid,
                                        "samples": refusal.samples,
                                        "last_at": refusal.last_at.isoformat()}))
     return out
@@ -180,15 +189,18 @@ def evaluate_alerts(now: datetime) -> AlertRun:
         for key, condition in found.items():
             alert = current.get(key)
             if alert is not None:
-                if (alert.message, alert.details) != (condition.message, condition.details):
-                    alert.message, alert.details = condition.message, condition.details
-                    alert.save(update_fields=["message", "details"])
+                fresh = (condition.wording.english, condition.wording.stored(),
+                         condition.details)
+                if (alert.message, alert.wording, alert.details) != fresh:
+                    alert.message, alert.wording, alert.details = fresh
+                    alert.save(update_fields=["message", "wording", "details"])
                 continue
             try:
                 with transaction.atomic():
                     opened.append(Alert.objects.create(
                         tenant_id=condition.tenant_id, kind=condition.kind,
-                        subject=condition.subject, message=condition.message,
+                        subject=condition.subject, message=condition.wording.english,
+                        wording=condition.wording.stored(),
                         details=condition.details, opened_at=now))
             except IntegrityError:  # a concurrent run opened it first
                 continue

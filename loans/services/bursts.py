@@ -19,7 +19,9 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Q, Sum
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
+from core.wording import Wording, worded
 from loans.models import BurstEvent, BurstRequest, Contract
 from metering.usage import fleet
 
@@ -165,17 +167,34 @@ def _lock() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(hashtext('burst-pools'))")
 
 
-def _move(request: BurstRequest, state: str, now: datetime, actor=None, note: str = "",
-          pool: str | None = None) -> None:
+def _event(request: BurstRequest, now: datetime, note: Wording | str, actor=None,
+           state: str | None = None) -> None:
+    """A line of the request's history: the job's words kept to be said in the reader's
+    language (core.wording), an operator's as typed."""
+    english, stored = _note(note)
+    BurstEvent.objects.create(request=request, at=now, state=state or request.state,
+                              actor=actor, note=english, wording=stored)
+
+
+def _note(note: Wording | str) -> tuple[str, dict]:
+    if isinstance(note, Wording):
+        return note.english[:500], note.stored()
+    return note[:500], {}
+
+
+def _move(request: BurstRequest, state: str, now: datetime, actor=None,
+          note: Wording | str = "", pool: str | None = None) -> None:
     from loans.services.notify import notify_later
 
     request.state, request.decided_at = state, now
-    if note:
-        request.note = note[:500]
+    english, stored = _note(note)
+    if english:
+        request.note, request.wording = english, stored
     if pool is not None:
         request.pool = pool
-    request.save(update_fields=["state", "decided_at", "note", "pool"])
-    BurstEvent.objects.create(request=request, at=now, state=state, actor=actor, note=note[:500])
+    request.save(update_fields=["state", "decided_at", "note", "wording", "pool"])
+    _event(request, now, note, actor=actor, state=state)
+    note = english
     tenant = request.contract.tenant
     text = _("Burst request for %(gpus)s GPUs from %(start)s to %(end)s: %(state)s. %(note)s") % {
         "gpus": request.gpus, "start": f"{request.starts_at:%Y-%m-%d %H:%M %Z}",
@@ -241,15 +260,15 @@ def submit(*, contract: Contract, user, gpus: int, starts_at: datetime, ends_at:
             reason=reason.strip()[:500], requested_by=user, created_at=now,
             submission=submission)
         request.repeated = False
-        BurstEvent.objects.create(request=request, at=now, state=State.QUEUED, actor=user,
-                                  note=_("requested"))
+        _event(request, now, worded(gettext_noop("requested")), actor=user)
         placed = fit(request, now=now)
         if terms.base_quota_gpus + gpus > terms.max_quota_gpus:
-            _move(request, State.REJECTED, now, note=_(
-                "%(base)s base + %(gpus)s GPUs is over the max quota of %(cap)s.") % {
-                "base": terms.base_quota_gpus, "gpus": gpus, "cap": terms.max_quota_gpus})
+            _move(request, State.REJECTED, now, note=worded(gettext_noop(
+                "%(base)s base + %(gpus)s GPUs is over the max quota of %(cap)s."), {
+                "base": terms.base_quota_gpus, "gpus": gpus, "cap": terms.max_quota_gpus}))
         elif placed.fits(gpus) and not _queued_ahead(request):
-            _move(request, State.GRANTED, now, note=_("granted: the pool had room"),
+            _move(request, State.GRANTED, now,
+                  note=worded(gettext_noop("granted: the pool had room")),
                   pool=placed.pool)
     return request
 
@@ -294,14 +313,16 @@ def process_queue(now: datetime) -> QueueRun:
         for request in queued:
             queue = pool_of(request.contract)
             if request.ends_at <= now:
-                _move(request, State.EXPIRED, now, note=_("the window passed in the queue"))
+                _move(request, State.EXPIRED, now,
+                      note=worded(gettext_noop("the window passed in the queue")))
                 expired += 1
                 continue
             if queue in blocked:
                 continue
             placed = fit(request, fleet)
             if placed.fits(request.gpus):
-                _move(request, State.GRANTED, now, note=_("granted: GPUs came free"),
+                _move(request, State.GRANTED, now,
+                      note=worded(gettext_noop("granted: GPUs came free")),
                       pool=placed.pool)
                 granted += 1
             elif placed.within_cap:
@@ -335,8 +356,8 @@ def decide(request: BurstRequest, action: str, *, actor, now: datetime, note: st
                 raise BurstError(_("Give a priority."))
             request.priority = priority
             request.save(update_fields=["priority"])
-            BurstEvent.objects.create(request=request, at=now, state=request.state, actor=actor,
-                                      note=_("priority set to %(p)s") % {"p": priority})
+            _event(request, now, worded(gettext_noop("priority set to %(p)s"), {"p": priority}),
+                   actor=actor)
             return request
         placed = fit(request, now=now)
         if action == "approve" and not placed.within_cap:
@@ -356,13 +377,14 @@ def clip_to_contract(contract: Contract, now: datetime) -> int:
                 contract=contract, state__in=LIVE, ends_at__gt=contract.window_end):
             if request.starts_at >= contract.window_end:
                 state = State.REVOKED if request.state == State.GRANTED else State.REJECTED
-                _move(request, state, now, note=_("the contract ends before this burst starts"))
+                _move(request, state, now, note=worded(gettext_noop(
+                    "the contract ends before this burst starts")))
             else:
                 request.ends_at = contract.window_end
                 request.save(update_fields=["ends_at"])
-                BurstEvent.objects.create(request=request, at=now, state=request.state, note=_(
-                    "shortened to the contract's end, %(end)s") % {
-                    "end": f"{contract.window_end:%Y-%m-%d %H:%M %Z}"})
+                _event(request, now, worded(gettext_noop(
+                    "shortened to the contract's end, %(end)s"), {
+                    "end": f"{contract.window_end:%Y-%m-%d %H:%M %Z}"}))
             changed += 1
     return changed
 

@@ -28,6 +28,21 @@ def money(value: Decimal | None, currency: str = "") -> str:
 
 
 @register.filter
+def figure(value: str | None) -> str:
+    """A recommendation's current or recommended value: "12000" -> "12,000"; a plan's name
+    as it is."""
+    if value is None or value == "":
+        return DASH
+    try:
+        number = Decimal(str(value))
+    except ArithmeticError:
+        return value
+    if not number.is_finite():
+        return value
+    return f"{number:,f}"
+
+
+@register.filter
 def share(value: Decimal | float | None) -> str:
     """0.456 -> "45.6%"."""
     if value is None or value == "":

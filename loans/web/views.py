@@ -14,7 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
@@ -159,8 +159,10 @@ def _period(contract: Contract, book, period: Period, now) -> dict:
         "charts": {"burndown": charts.burndown_figure(figures, zone),
                    "cumulative": charts.cumulative_figure(figures, zone),
                    "hourly": charts.hourly_figure(figures, zone)},
+        # In the page's language: a page reached by its /zh-hans/ URL sends no language
+        # cookie or header that says so to the API (no language prefix there).
         "heatmap_url": reverse("api-contract-heatmap", args=[contract.pk])
-        + f"?period={period.index + 1}",
+        + f"?period={period.index + 1}&lang={translation.get_language()}",
     }
 
 

@@ -30,7 +30,8 @@ class AttributionRule(models.Model):
         NODE = "node", _("node")
 
     tenant = models.ForeignKey(
-        "loans.Tenant", on_delete=models.CASCADE, related_name="attribution_rules"
+        "loans.Tenant", verbose_name=_("tenant"), on_delete=models.CASCADE,
+        related_name="attribution_rules",
     )
     cluster = models.ForeignKey(
         Cluster, on_delete=models.PROTECT, null=True, blank=True, related_name="rules",

@@ -35,7 +35,9 @@ class Gpu(models.Model):
 
     id = models.AutoField(primary_key=True)
     uuid = models.CharField(_("UUID"), max_length=96, unique=True)
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="gpus")
+    node = models.ForeignKey(
+        Node, verbose_name=_("node"), on_delete=models.PROTECT, related_name="gpus",
+    )
     parent = models.CharField(
         _("physical GPU"), max_length=96, blank=True,
         help_text=_("The GPU a MIG instance or replica is part of; the device itself else."))
@@ -50,8 +52,8 @@ class Gpu(models.Model):
     # The span the device's stored samples cover, first start to last end: a batch wholly
     # before or after it cannot overlap a stored sample (the cheap check on the hot path;
     # anything else is checked sample by sample). Kept by the ingestion path.
-    covered_from = models.DateTimeField(null=True, blank=True, editable=False)
-    covered_until = models.DateTimeField(null=True, blank=True, editable=False)
+    covered_from = models.DateTimeField(_("covered from"), null=True, blank=True, editable=False)
+    covered_until = models.DateTimeField(_("covered until"), null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["node__name", "index", "uuid"]
@@ -80,8 +82,12 @@ class GpuTenure(models.Model):
     (None: still). A move starts a new tenure where the old node's last stored sample of the
     device ends. Kept for good."""
 
-    gpu = models.ForeignKey(Gpu, on_delete=models.CASCADE, related_name="tenures")
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="tenures")
+    gpu = models.ForeignKey(
+        Gpu, verbose_name=_("GPU"), on_delete=models.CASCADE, related_name="tenures",
+    )
+    node = models.ForeignKey(
+        Node, verbose_name=_("node"), on_delete=models.PROTECT, related_name="tenures",
+    )
     since = models.DateTimeField(_("since"))
     until = models.DateTimeField(_("until"), null=True, blank=True)
 
@@ -108,7 +114,9 @@ class DeviceRefusal(models.Model):
         DEVICE_LIMIT = "device_limit", _("past the node's device limit")
         OTHER_NODE = "other_node", _("still reported by another node")
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="refusals")
+    node = models.ForeignKey(
+        Node, verbose_name=_("node"), on_delete=models.CASCADE, related_name="refusals",
+    )
     gpu_uuid = models.CharField(_("device"), max_length=96)
     reason = models.CharField(_("reason"), max_length=12, choices=Reason.choices)
     holder = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True,

@@ -91,7 +91,7 @@ class Node(models.Model):
         help_text=_("Usage no attribution rule claims goes to this tenant."),
     )
     # NULL, not "", so that any number of nodes without a token pass the unique index.
-    token_hash = models.CharField(  # noqa: DJ001
+    token_hash = models.CharField(_("token hash"),   # noqa: DJ001
         max_length=64, unique=True, null=True, editable=False
     )
     token_prefix = models.CharField(_("token"), max_length=16, blank=True, editable=False)
@@ -104,7 +104,9 @@ class Node(models.Model):
     )
     # The agent reports a running total since it started; keeping the last one makes a resent
     # batch add nothing and an agent restart (total back near 0) start a new run.
-    dropped_samples_reported = models.PositiveBigIntegerField(default=0, editable=False)
+    dropped_samples_reported = models.PositiveBigIntegerField(
+        _("dropped samples reported"), default=0, editable=False,
+    )
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     objects = NodeQuerySet.as_manager()

@@ -21,7 +21,7 @@ class Owner(models.Model):
     each distinct owner is stored once and samples refer to it by a small id."""
 
     id = models.AutoField(primary_key=True)
-    digest = models.CharField(max_length=64, unique=True, editable=False)
+    digest = models.CharField(_("digest"), max_length=64, unique=True, editable=False)
     namespace = models.CharField(_("namespace"), max_length=253, blank=True)
     pod = models.CharField(_("pod"), max_length=253, blank=True)
     container = models.CharField(_("container"), max_length=253, blank=True)
@@ -65,22 +65,25 @@ class UsageSample(models.Model):
     # (ts, gpu_id) (migration 0009), so samples arriving in time order append to it.
     pk = models.CompositePrimaryKey("gpu_id", "ts")
     gpu = models.ForeignKey(
-        Gpu, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False
-    )
-    ts = models.DateTimeField()
-    tenant = models.ForeignKey(
-        "loans.Tenant", on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+        Gpu, verbose_name=_("GPU"), on_delete=models.DO_NOTHING, db_constraint=False,
         db_index=False,
     )
-    owner = models.ForeignKey(Owner, on_delete=models.DO_NOTHING, db_constraint=False,
-                              null=True, db_index=False)
-    interval_s = models.PositiveSmallIntegerField()
-    allocated = models.BooleanField()
-    fraction = models.FloatField(default=1.0)  # billed: eight bytes
+    ts = models.DateTimeField(_("time"))
+    tenant = models.ForeignKey(
+        "loans.Tenant", verbose_name=_("tenant"), on_delete=models.DO_NOTHING, db_constraint=False,
+        null=True, db_index=False,
+    )
+    owner = models.ForeignKey(
+        Owner, verbose_name=_("owner"), on_delete=models.DO_NOTHING, db_constraint=False, null=True,
+        db_index=False,
+    )
+    interval_s = models.PositiveSmallIntegerField(_("interval (s)"))
+    allocated = models.BooleanField(_("allocated"))
+    fraction = models.FloatField(_("share"), default=1.0)  # billed: eight bytes
     util_pct = RealField(null=True)
-    mem_used_mib = models.PositiveIntegerField(null=True)
+    mem_used_mib = models.PositiveIntegerField(_("memory used (MiB)"), null=True)
     power_w = RealField(null=True)
-    temp_c = models.SmallIntegerField(null=True)
+    temp_c = models.SmallIntegerField(_("temperature (°C)"), null=True)
 
     class Meta:
         verbose_name = _("usage sample")
@@ -115,14 +118,14 @@ class HourlyRollup(models.Model):
     """Sums over one UTC hour. Seconds, not hours, so whole-GPU sums stay exact integers."""
 
     hour = models.DateTimeField(_("hour"))
-    allocated_gpu_s = models.FloatField(default=0.0)
-    busy_gpu_s = models.FloatField(default=0.0)
-    sample_count = models.PositiveIntegerField(default=0)
+    allocated_gpu_s = models.FloatField(_("allocated GPU-seconds"), default=0.0)
+    busy_gpu_s = models.FloatField(_("busy GPU-seconds"), default=0.0)
+    sample_count = models.PositiveIntegerField(_("samples"), default=0)
     peak_gpus = models.FloatField(
-        default=0.0, help_text=_("Most GPUs allocated at one moment of the hour.")
+        _("peak GPUs"), default=0.0, help_text=_("Most GPUs allocated at one moment of the hour."),
     )
     reported_s = models.FloatField(
-        default=0.0, db_default=0.0,
+        _("reported seconds"), default=0.0, db_default=0.0,
         help_text=_("GPU-seconds the samples covered, held or not: against the wall clock, "
                     "the data's completeness."),
     )
@@ -153,9 +156,12 @@ class TenantHour(HourlyRollup):
     SQLite)."""
 
     tenant = models.ForeignKey(
-        "loans.Tenant", on_delete=models.PROTECT, null=True, db_index=False
+        "loans.Tenant", verbose_name=_("tenant"), on_delete=models.PROTECT, null=True,
+        db_index=False,
     )
-    peak_stale = models.BooleanField(default=False, db_default=False, editable=False)
+    peak_stale = models.BooleanField(
+        _("peak to recount"), default=False, db_default=False, editable=False,
+    )
 
     class Meta:
         verbose_name = _("tenant hour")
@@ -178,9 +184,10 @@ class TenantHour(HourlyRollup):
 class GpuHour(HourlyRollup):
     """One GPU's usage in one hour, per tenant that held it."""
 
-    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT)
+    gpu = models.ForeignKey(Gpu, verbose_name=_("GPU"), on_delete=models.PROTECT)
     tenant = models.ForeignKey(
-        "loans.Tenant", on_delete=models.PROTECT, null=True, db_index=False
+        "loans.Tenant", verbose_name=_("tenant"), on_delete=models.PROTECT, null=True,
+        db_index=False,
     )
 
     class Meta:

@@ -59,6 +59,17 @@ def test_a_request_that_fits_is_granted_at_once(client, lead, contract, pool):
     assert [e["state"] for e in body["events"]] == ["queued", "granted"]
 
 
+def test_the_queue_jobs_notes_are_said_in_the_callers_language(client, lead, contract, pool):
+    """They were stored as English sentences and stayed English for a Chinese reader."""
+    body = ask(client, lead, contract, 3).json()
+    assert body["note"] == "granted: the pool had room"
+    again = client.get(f"{URL}{body['id']}/", headers={"Accept-Language": "zh-hans"}).json()
+    assert again["note"] == "已授予：资源池有空余"
+    assert [e["note"] for e in again["events"]] == ["已申请", "已授予：资源池有空余"]
+    request = BurstRequest.objects.get(pk=body["id"])
+    assert request.note == "granted: the pool had room"  # its English, for mail and search
+
+
 def test_a_request_the_pool_cannot_hold_waits_and_is_granted_when_gpus_free(
         client, lead, operator, contract, pool):
     first = ask(client, lead, contract, 3).json()

@@ -1,0 +1,123 @@
+"""Every page a lead or an operator reaches, read in zh-hans: no English word shows that is not
+a name (of a tenant, plan, node, GPU, user), a unit or a code. Recommendations, alerts and
+burst notes, written by jobs that run in no one's language, are said in the reader's."""
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from loans.models import Plan, Tenant
+from loans.services import bursts
+from loans.services.advice import refresh_recommendations
+from loans.services.alerts import evaluate_alerts
+from loans.services.closing import close_due_periods
+from metering.models import Gpu, Node
+from tests.browser.test_dashboard_in_a_browser import log_in
+from tests.loans.test_bursts import pool  # noqa: F401
+from tests.story import NOW
+
+pytestmark = pytest.mark.browser
+
+WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]")
+# Units, codes and product names that stay as they are in Chinese text.
+ALLOWED = {
+    "GPU", "GPUs", "MIG", "CSV", "API", "REST", "JSON", "CNY", "USD", "UTC", "ISO", "FOCUS",
+    "gpuloans", "NVIDIA", "HBM", "SXM", "PCIe", "Asia", "Shanghai", "Django", "Plotly",
+    "P10", "P90", "ID", "URL", "Webhook", "webhook", "HTTPS", "HTTP", "Kubernetes", "Slurm",
+    "GiB", "MiB", "GB", "TB", "kW", "h", "GPU-h", "English", "Celery", "nvidia-smi", "UUID",
+    "IP", "GET", "POST", "Accept", "sha", "LDAP", "Grafana", "Ctrl", "Command", "Mac",
+    # Kubernetes' own field names in an owner (namespace=vision), as kubectl writes them.
+    "namespace", "pod", "container",
+}
+
+
+def names() -> set[str]:
+    """The words of every name the data holds: they are shown as written."""
+    from axes.models import AccessLog
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group, Permission
+
+    from loans.models import Alert, ApiToken
+    from metering.models import Cluster
+
+    found = set()
+    texts = [*Tenant.objects.values_list("slug", "name"), *Plan.objects.values_list("name"),
+             *Node.objects.values_list("name", "token_prefix"),
+             *Gpu.objects.values_list("uuid", "model"), *Cluster.objects.values_list("name"),
+             *get_user_model().objects.values_list("username"), *Group.objects.values_list("name"),
+             *ApiToken.objects.values_list("name", "token_prefix"),
+             # Django writes its permissions' names once, in English, when it migrates.
+             *Permission.objects.values_list("name"),
+             # Identifiers and what browsers sent, shown as they are.
+             *Alert.objects.values_list("subject"),
+             *AccessLog.objects.values_list("user_agent", "path_info")]
+    for row in texts:
+        for text in row:
+            found.update(WORD.findall(text or ""))
+    return found
+
+
+# The text a reader sees: rendered text nodes, as written (not as CSS capitalises them),
+# leaving out what only screen readers get (Django's own hidden table headings).
+SHOWN = """() => {
+  const out = [];
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walk.nextNode()) {
+    const parent = walk.currentNode.parentElement;
+    if (!parent || parent.closest("script, style, template, noscript, .visually-hidden")) continue;
+    if (!parent.checkVisibility({visibilityProperty: true})) continue;
+    out.push(walk.currentNode.textContent);
+  }
+  return out.join(" ");
+}"""
+
+
+def english(page) -> set[str]:
+    return {w for w in WORD.findall(page.evaluate(SHOWN)) if w not in ALLOWED}
+
+
+@pytest.fixture
+def story(lead, operator, contract, metered, pool):  # noqa: F811
+    close_due_periods(NOW)
+    refresh_recommendations(NOW)
+    evaluate_alerts(NOW)
+    bursts.submit(contract=contract, user=lead, gpus=2, starts_at=NOW + timedelta(hours=1),
+                  ends_at=NOW + timedelta(hours=9), reason="训练", now=NOW)
+    return contract
+
+
+def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
+    assert story.recommendations.exists() and story.tenant.alerts.exists()
+    found = {}
+
+    log_in(page, live_server.url, "lead", "/zh-hans/tenants/vision/")
+    page.wait_for_selector("#chart-heatmap .main-svg")
+    for path in ["/zh-hans/tenants/vision/", "/zh-hans/tenants/vision/?period=1",
+                 "/zh-hans/tenants/vision/?period=all", "/zh-hans/tenants/vision/buy-vs-loan/",
+                 "/zh-hans/accounts/password_change/", "/zh-hans/no-such-page/"]:
+        page.goto(live_server.url + path)
+        page.wait_for_load_state("networkidle")
+        found[path] = english(page)
+    burst_note = page.goto(live_server.url + "/zh-hans/tenants/vision/")
+    assert burst_note.ok
+    assert page.locator(".burst-note").first.inner_text() == "已授予：资源池有空余"
+    page.context.clear_cookies()
+
+    page.goto(f"{live_server.url}/zh-hans/accounts/login/")
+    found["/zh-hans/accounts/login/"] = english(page)
+    log_in(page, live_server.url, "operator", "/zh-hans/fleet/")
+    page.wait_for_url(re.compile(r"/zh-hans/fleet/"))
+    paths = ["/zh-hans/fleet/", "/zh-hans/admin/",
+             f"/zh-hans/admin/loans/contract/{story.pk}/change/"]
+    page.goto(live_server.url + "/zh-hans/admin/")
+    paths += sorted(set(page.eval_on_selector_all(  # every list, and every add form
+        "#content-main a[href$='/']", "els => els.map(e => e.pathname)")))
+    for path in paths:
+        page.goto(live_server.url + path)
+        page.wait_for_load_state("networkidle")
+        found[path] = english(page)
+
+    allowed = names()  # the logins above wrote access logs too
+    left = {path: sorted(words - allowed) for path, words in found.items() if words - allowed}
+    assert not left, "\n".join(f"{path}: {' '.join(words)}" for path, words in left.items())
