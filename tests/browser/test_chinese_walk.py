@@ -108,7 +108,8 @@ def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     found["/zh-hans/accounts/login/"] = english(page)
     log_in(page, live_server.url, "operator", "/zh-hans/fleet/")
     page.wait_for_url(re.compile(r"/zh-hans/fleet/"))
-    paths = ["/zh-hans/fleet/", "/zh-hans/admin/",
+    paths = ["/zh-hans/fleet/", "/zh-hans/alerts/", "/zh-hans/alerts/?state=all",
+             "/zh-hans/admin/",
              f"/zh-hans/admin/loans/contract/{story.pk}/change/"]
     page.goto(live_server.url + "/zh-hans/admin/")
     paths += sorted(set(page.eval_on_selector_all(  # every list, and every add form

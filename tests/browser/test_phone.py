@@ -6,7 +6,9 @@ from datetime import date
 import pytest
 
 from loans.models import Contract
+from loans.services.alerts import evaluate_alerts
 from tests.browser.test_dashboard_in_a_browser import log_in
+from tests.story import NOW
 
 pytestmark = pytest.mark.browser
 
@@ -36,11 +38,13 @@ def phone(browser):
 @pytest.mark.parametrize(("who", "path"), [("lead", "/en/tenants/vision/"),
                                            ("lead", "/en/tenants/vision/?period=all"),
                                            ("operator", "/en/fleet/"),
+                                           ("operator", "/zh-hans/alerts/?state=all"),
                                            ("lead", "/zh-hans/tenants/vision/")])
 def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator, contract,
                                              other_tenant, plan, metered, who, path):
     Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
                             status=Contract.Status.ACTIVE)
+    evaluate_alerts(NOW)
     log_in(phone, live_server.url, who, path)
     phone.goto(live_server.url + path)
     phone.wait_for_selector("main")
