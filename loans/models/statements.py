@@ -62,6 +62,10 @@ class Statement(models.Model):
         _("completeness"), max_digits=5, decimal_places=4,
         help_text=_("Share of expected samples received, 0-1."),
     )
+    data_from = models.DateTimeField(
+        _("data from"), null=True, blank=True,
+        help_text=_("The meter's first report of the period, where it came after the period's "
+                    "start: the hours before count as missing in the completeness."))
     closed_at = models.DateTimeField(_("closed"), auto_now_add=True)
 
     class Meta:

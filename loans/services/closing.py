@@ -76,15 +76,15 @@ def _write_periods(contract: Contract, book: ledger.Ledger, now: datetime
     due = [e for e in book.entries if e.statement is None and ledger.due(e.period, now)]
     if not due:
         return [], stated
-    complete = fleet.tenant_completeness_in(contract.tenant_id,
-                                            [(e.period.start, e.period.end) for e in due])
+    complete = fleet.tenant_coverage_in(contract.tenant_id,
+                                        [(e.period.start, e.period.end) for e in due])
     # What each stated period has been billed, kept current through the run: a period stated
     # in this run is billed at the meter's figure, so later statements carry nothing for it.
     billed = {e.period.index: e.billed_gpu_hours for e in book.entries if e.statement}
     written = []
-    for entry, completeness in zip(due, complete, strict=True):
+    for entry, coverage in zip(due, complete, strict=True):
         pending = _pending(book.entries, billed, before=entry.period.index)
-        statement = _statement(contract, entry, completeness, pending)
+        statement = _statement(contract, entry, coverage, pending)
         _lines(statement, pending, stated)
         stated[entry.period.index], billed[entry.period.index] = statement, entry.metered
         for earlier, change in pending:
@@ -106,7 +106,7 @@ def _pending(entries: list[ledger.PeriodEntry], billed: dict[int, Decimal], *, b
     return out
 
 
-def _statement(contract: Contract, entry: ledger.PeriodEntry, completeness: float,
+def _statement(contract: Contract, entry: ledger.PeriodEntry, coverage: fleet.Coverage,
                pending: list) -> Statement:
     terms, cost = entry.terms, entry.cost
     corrections = sum((c.amount for _e, c in pending), ZERO)
@@ -121,7 +121,8 @@ def _statement(contract: Contract, entry: ledger.PeriodEntry, completeness: floa
         corrections_gpu_hours=sum((c.gpu_hours for _e, c in pending), ZERO),
         corrections_cost=corrections, total_cost=cost.total + corrections,
         currency=terms.currency,
-        completeness=min(Decimal(1), Decimal(repr(completeness)).quantize(COMPLETENESS)),
+        completeness=min(Decimal(1), Decimal(repr(coverage.share)).quantize(COMPLETENESS)),
+        data_from=coverage.data_from,
     )
 
 

@@ -98,6 +98,11 @@ class PeriodEntry:
     def completeness(self) -> Decimal | None:
         return None if self.statement is None else self.statement.completeness
 
+    @property
+    def data_from(self) -> datetime | None:
+        """When the meter first heard of the period, where that came after its start."""
+        return None if self.statement is None else self.statement.data_from
+
 
 @dataclass(frozen=True)
 class Ledger:

@@ -231,7 +231,7 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
         "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
         "busy_gpu_hours", "corrected_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
         "committed_rate", "overage_rate", "committed_cost", "overage_cost", "total_cost",
-        "billed_so_far", "currency", "completeness",
+        "billed_so_far", "currency", "completeness", "data_from",
     ])
     for row in ledger.read(contract, timezone.now()).entries:
         cost = row.cost
@@ -243,6 +243,7 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
             row.terms.overage_rate, cost.committed_cost, cost.overage_cost, cost.total,
             row.billed_money, row.terms.currency,
             "" if row.completeness is None else row.completeness,
+            "" if row.data_from is None else row.data_from.astimezone(zone).isoformat(),
         ])
     return response
 

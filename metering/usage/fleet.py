@@ -5,7 +5,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Sum
 
 from metering.models import AttributionRule, DeviceRefusal, Gpu, GpuHour, Node, TenantHour
 from metering.usage import floor_hour, sums_in
@@ -67,26 +67,34 @@ def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[
     ]
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How much of a range the meter heard from a tenant's devices."""
+
+    share: float  # reported GPU-seconds over expected, 0-1; 1 where nothing was expected
+    data_from: datetime | None  # the first report, where it came after the range's start
+
+
 def tenant_completeness(tenant_id: int, start: datetime, end: datetime) -> float:
-    """Share of [start, end) the tenant's nodes reported: every GPU of the nodes that carried
-    its usage or default to it. 1 where nothing was expected."""
-    carried = GpuHour.objects.filter(tenant_id=tenant_id, hour__gte=floor_hour(start),
-                                     hour__lt=end).values("gpu_id")
-    nodes = Gpu.objects.filter(pk__in=carried).values("node_id")
-    gpus = list(
-        Gpu.objects.filter(Q(node_id__in=nodes) | Q(node__default_tenant_id=tenant_id),
-                           first_seen_at__lt=end)
-        .values_list("id", "node_id", "first_seen_at")
-    )
-    expected, reported = _coverage(gpus, start, end)
-    total = sum(expected.values())
-    return sum(reported.values()) / total if total else 1.0
+    """Share of [start, end) the tenant's nodes reported (tenant_coverage_in)."""
+    return tenant_coverage_in(tenant_id, [(start, end)])[0].share
 
 
 def tenant_completeness_in(tenant_id: int,
                            ranges: list[tuple[datetime, datetime]]) -> list[float]:
-    """tenant_completeness for each of several ranges that do not overlap (a contract's
-    periods), in four queries whatever their number."""
+    return [c.share for c in tenant_coverage_in(tenant_id, ranges)]
+
+
+def tenant_coverage_in(tenant_id: int,
+                       ranges: list[tuple[datetime, datetime]]) -> list[Coverage]:
+    """For each of several ranges that do not overlap (a contract's periods), in four queries
+    whatever their number: the share of it the tenant's devices reported (every GPU of the
+    nodes that carried its usage there, or default to it), and from when data exists.
+
+    A GPU is expected from its first sighting, so a node added while the others report is not
+    missing before it came. But hours in which the meter heard none of the tenant's devices
+    cannot tell "not there yet" from "not reporting": the GPUs first heard with the earliest
+    report are expected from the range's start, and the silence before counts as missing."""
     if not ranges:
         return []
     hours = [(floor_hour(start), end) for start, end in ranges]
@@ -104,13 +112,22 @@ def tenant_completeness_in(tenant_id: int,
     for (start, end), found, seconds in zip(ranges, carried, reported, strict=True):
         # The nodes that carried the tenant's usage in this range, or default to it.
         wanted = {node_of[gpu] for (gpu,) in found} | defaulting
+        present = [(gpu_id, max(start, first_seen)) for gpu_id, node_id, first_seen in gpus
+                   if node_id in wanted and first_seen < end]
+        if not present:
+            out.append(Coverage(1.0, None))
+            continue
+        first_heard = min(since for _g, since in present)
         expected = covered = 0.0
-        for gpu_id, node_id, first_seen in gpus:
-            span = (end - max(start, first_seen)).total_seconds()
-            if node_id in wanted and span > 0:
-                expected += span
-                covered += min(seconds.get((gpu_id,), {}).get("seconds", 0.0), span)
-        out.append(covered / expected if expected else 1.0)
+        for gpu_id, since in present:
+            if floor_hour(since) <= floor_hour(first_heard):
+                since = start  # heard with the first report: the silence before was missed
+            span = (end - since).total_seconds()
+            expected += span
+            # A sample's interval can reach past the range; never count more than expected.
+            covered += min(seconds.get((gpu_id,), {}).get("seconds", 0.0), span)
+        out.append(Coverage(covered / expected if expected else 1.0,
+                            first_heard if first_heard > start else None))
     return out
 
 

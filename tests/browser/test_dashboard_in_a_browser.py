@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 from loans.models import BurstRequest, Contract
 from loans.services import ledger
 from loans.services.closing import close_due_periods
+from metering.models import Gpu, GpuHour
 from tests.conftest import PASSWORD
 from tests.loans.test_bursts import pool  # noqa: F401
 from tests.story import NOW
@@ -79,6 +80,22 @@ def test_a_closed_period_shows_final_figures_labelled_as_such_in_both_languages(
     page.goto(f"{live_server.url}/zh-hans/tenants/vision/?period=1")
     expect(page.locator("#period-state")).to_contain_text("最终数据")
     expect(page.locator("#key-figures")).not_to_contain_text("Overage")
+
+
+def test_a_period_whose_agents_came_late_is_stated_incomplete_from_when_data_exists(
+        live_server, page, lead, contract, metered):
+    """Each demo tenant's period 1 had no data for 19 days and read 100% complete."""
+    came = contract.periods()[0].start + timedelta(days=19)
+    GpuHour.objects.filter(hour__lt=came).delete()
+    Gpu.objects.update(first_seen_at=came)
+    close_due_periods(NOW)
+    log_in(page, live_server.url, "lead", "/en/tenants/vision/")
+    row = page.locator("#statements tr[data-period='1']")
+    expect(row).to_contain_text(f"{11 / 30:.1%}")
+    expect(row.locator(".data-from")).to_have_text("data from 2026-11-20 00:00")
+    page.goto(f"{live_server.url}/zh-hans/tenants/vision/")
+    expect(page.locator("#statements tr[data-period='1'] .data-from")).to_have_text(
+        "自 2026-11-20 00:00 起有数据")
 
 
 def test_an_operator_lands_on_the_fleet_and_sorts_it(live_server, page, operator, contract,

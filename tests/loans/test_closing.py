@@ -15,7 +15,7 @@ from django.db import connection
 from loans.models import Statement
 from loans.services.closing import close_due_periods
 from loans.tasks import close_periods
-from metering.models import GpuHour
+from metering.models import Gpu, GpuHour
 from tests.story import GPUS, NOW, held, story_hours, util
 
 PERIOD_1_END = NOW.replace(day=30, month=11, hour=16)  # 2026-12-01 00:00 in Asia/Shanghai
@@ -124,6 +124,34 @@ def test_missing_reports_lower_completeness(contract, metered):
     GpuHour.objects.filter(gpu__index=2, hour__gte=day, hour__lt=day + timedelta(days=1)).delete()
     statement = close_due_periods(NOW).written[0]
     assert statement.completeness == Decimal(1 - 24 / (3 * 720)).quantize(Decimal("0.0001"))
+
+
+def test_hours_the_meter_heard_nothing_count_as_missing_and_the_statement_says_from_when(
+        contract, metered):
+    """A tenant whose agents came ten days into the period was stated 100% complete."""
+    start = contract.periods()[0].start
+    came = start + timedelta(days=10)
+    GpuHour.objects.filter(hour__lt=came).delete()
+    Gpu.objects.update(first_seen_at=came)
+    statement = close_due_periods(NOW).written[0]
+    assert statement.completeness == Decimal(20 / 30).quantize(Decimal("0.0001"))
+    assert statement.data_from == came
+
+
+def test_a_node_added_while_the_others_report_is_not_missing_before_it_came(
+        client, contract, metered):
+    start = contract.periods()[0].start
+    came = start + timedelta(days=15)
+    body = {"node": metered.name, "samples": [
+        {"gpu_uuid": "GPU-0099", "gpu_index": 9, "ts": (came + timedelta(hours=k)).isoformat(),
+         "interval_s": 3600, "allocated": False, "util_pct": 0.0}
+        for k in range(int((PERIOD_1_END - came).total_seconds() // 3600))]}
+    response = client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
+                           HTTP_AUTHORIZATION=f"Bearer {metered.issue_token()}")
+    assert response.json()["rejected"] == [], response.content
+    Gpu.objects.filter(uuid="GPU-0099").update(first_seen_at=came)
+    statement = close_due_periods(NOW).written[0]
+    assert statement.completeness == 1 and statement.data_from is None
 
 
 def test_the_job_and_the_command_close_periods(contract, metered, capsys):

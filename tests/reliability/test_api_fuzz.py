@@ -49,7 +49,10 @@ def fuzz(schema, headers: dict) -> int:
         def call(case):
             nonlocal calls
             calls += 1
-            case.call_and_validate(headers=headers, checks=CHECKS)
+            # Schemathesis's in-process transport asks for gzip but does not unpack it (an
+            # HTTP client does); the answers are read as they are written.
+            case.call_and_validate(headers={**headers, "Accept-Encoding": "identity"},
+                                   checks=CHECKS)
 
         call()
     return calls
