@@ -15,7 +15,10 @@ from loans.web.buy import BuyForm, contract_of, evaluate, loan_of, with_defaults
 
 class BuyVsLoan(APIView):
     """The buy-vs-loan comparison as JSON; parameters as on the page (defaults where left out,
-    the utilisation measured where there is usage)."""
+    the utilisation measured where there is usage). Every figure is over the same `months`:
+    buying counts the value the GPUs lose, overhead and maintenance; the loan its upfront fee
+    and monthly bills; cheaper, the costs per used GPU-hour, the break-even utilisation and
+    the cumulative series all compare those two."""
 
     @extend_schema(parameters=[OpenApiParameter(name, str, required=False) for name in (
         "target", "gpus", "price_per_gpu", "overhead_per_gpu_year", "maintenance_percent",
@@ -35,12 +38,13 @@ class BuyVsLoan(APIView):
             "used_gpu_hours_per_month": result.used_gpu_hours_per_month,
             "buy_per_used_gpu_hour": result.buy_per_used_gpu_hour,
             "loan_per_used_gpu_hour": result.loan_per_used_gpu_hour,
-            "buy_per_year": result.buy_per_year, "loan_per_year": result.loan_per_year,
-            "break_even_utilisation": result.break_even_utilisation}.items()}
+            "buy_total": result.buy_total, "loan_total": result.loan_total,
+            "break_even_utilisation": result.break_even_utilisation,
+            "cash_up_front": result.cash_up_front, "value_left": result.value_left}.items()}
         return Response({
             "currency": contract.plan.currency, "loan": loan_of(form, contract).name,
             "inputs": {k: str(v) for k, v in form.cleaned_data.items()},
-            **text, "cheaper": result.cheaper,
+            "months": result.months, **text, "cheaper": result.cheaper,
             "buy_cumulative": [str(v) for v in result.buy_cumulative],
             "loan_cumulative": [str(v) for v in result.loan_cumulative],
         })

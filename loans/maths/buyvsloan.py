@@ -1,10 +1,13 @@
 """Buying GPUs against a GPU loan (a contract or a catalogue plan). Pure: Decimals in and out.
 
-Owning N GPUs costs, each year, the straight-line depreciation of their price, their server
-and facility overhead, and maintenance as a share of the price, whatever they do. A loan costs
-C * r_c a period plus the overage rate on what goes beyond C. At utilisation u the same N GPUs
-do N * 730 * u GPU-hours a month; the cheaper option per used GPU-hour, and the utilisation
-at which the two cost the same, follow.
+One question, over one horizon of N months: which costs less? Buying N GPUs costs what the GPUs
+lose in value over the months (their price written off in a straight line over the depreciation
+years; what is left at the end is still the owner's) plus their server and facility overhead
+and maintenance (a share of the price a year), whatever they do. A loan costs its upfront fee,
+then C * r_c a month plus the overage rate on what goes beyond C. At utilisation u the same N
+GPUs do N * 730 * u GPU-hours a month. The verdict, the cost per used GPU-hour, the break-even
+utilisation and the chart all read these two costs over the same N months; the cash buying
+needs up front and the value left at the end are shown beside them.
 """
 
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from loans.maths.billing import money, period_cost
 HOURS_PER_YEAR = Decimal(8760)
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12
 GPU_HOUR_PRICE = Decimal("0.0001")
+SHARE = Decimal("0.0001")
 
 
 @dataclass(frozen=True)
@@ -25,17 +29,26 @@ class Purchase:
     maintenance_share: Decimal  # of the price, per year
     depreciation_years: int
 
-    def yearly_cost(self) -> Decimal:
-        per_gpu = (self.price_per_gpu / self.depreciation_years + self.overhead_per_gpu_year
-                   + self.maintenance_share * self.price_per_gpu)
-        return per_gpu * self.gpus
+    @property
+    def price(self) -> Decimal:
+        """The cash up front."""
+        return self.price_per_gpu * self.gpus
 
-    def cash_by_month(self, months: int) -> list[Decimal]:
-        """Cumulative cash: the purchase up front, then overhead and maintenance monthly."""
-        running = (self.overhead_per_gpu_year + self.maintenance_share * self.price_per_gpu) \
+    def running_per_month(self) -> Decimal:
+        return (self.overhead_per_gpu_year + self.maintenance_share * self.price_per_gpu) \
             * self.gpus / 12
-        upfront = self.price_per_gpu * self.gpus
-        return [money(upfront + running * m) for m in range(months + 1)]
+
+    def written_off(self, months: int) -> Decimal:
+        """What the GPUs have lost in value after `months` (never more than their price)."""
+        return min(self.price, self.price * months / (self.depreciation_years * 12))
+
+    def value_left(self, months: int) -> Decimal:
+        return money(self.price - self.written_off(months))
+
+    def cost_by_month(self, months: int) -> list[Decimal]:
+        """Cumulative cost of owning them: value written off plus running costs."""
+        running = self.running_per_month()
+        return [money(self.written_off(m) + running * m) for m in range(months + 1)]
 
 
 @dataclass(frozen=True)
@@ -51,57 +64,70 @@ class Loan:
                            committed_rate=self.committed_rate,
                            overage_rate=self.overage_rate).total
 
-    def cash_by_month(self, months: int, used: Decimal) -> list[Decimal]:
+    def cost_by_month(self, months: int, used: Decimal) -> list[Decimal]:
+        """Cumulative cost: the upfront fee, then each month's bill."""
         monthly = self.monthly_cost(used)
         return [money(self.upfront_fee + monthly * m) for m in range(months + 1)]
 
 
 @dataclass(frozen=True)
 class Comparison:
+    months: int  # the horizon every figure below is over
     used_gpu_hours_per_month: Decimal
+    buy_total: Decimal
+    loan_total: Decimal
     buy_per_used_gpu_hour: Decimal | None
     loan_per_used_gpu_hour: Decimal | None
-    buy_per_year: Decimal
-    loan_per_year: Decimal
-    break_even_utilisation: Decimal | None  # None: buying never pays up to 100%
+    break_even_utilisation: Decimal | None  # None: the loan costs less even at 100%
     cheaper: str  # "buy" or "loan"
-    months: list[int]
+    cash_up_front: Decimal
+    value_left: Decimal
+    month: list[int]
     buy_cumulative: list[Decimal]
     loan_cumulative: list[Decimal]
 
 
-def break_even(purchase: Purchase, loan: Loan) -> Decimal | None:
-    """The utilisation from which owning the GPUs costs no more than the loan (0 when owning
-    is cheaper even idle; None when the loan stays cheaper at 100%)."""
-    buy_month = purchase.yearly_cost() / 12
-    base = loan.committed_gpu_hours * loan.committed_rate
-    if buy_month <= base:
+def used_per_month(gpus: int, utilisation: Decimal) -> Decimal:
+    return (gpus * HOURS_PER_MONTH * utilisation).quantize(Decimal("0.000001"))
+
+
+def break_even(purchase: Purchase, loan: Loan, months: int) -> Decimal | None:
+    """The utilisation from which owning the GPUs costs no more than the loan over `months`
+    (0 when owning costs less even idle; None when the loan costs less even at 100%)."""
+    buy = purchase.cost_by_month(months)[-1]
+    idle = loan.upfront_fee + months * loan.committed_gpu_hours * loan.committed_rate
+    if buy <= idle:
         return Decimal(0)
     if loan.overage_rate <= 0:
         return None
-    # The loan costs `base` up to C GPU-hours, then rises at r_o.
-    used = loan.committed_gpu_hours + (buy_month - base) / loan.overage_rate
+    # The loan costs `idle` up to C GPU-hours a month, then rises at r_o for each beyond.
+    used = loan.committed_gpu_hours + (buy - idle) / (months * loan.overage_rate)
     share = used / (purchase.gpus * HOURS_PER_MONTH)
-    return share.quantize(Decimal("0.0001")) if share <= 1 else None
+    if share > 1:
+        return None
+    # Rounded up: at the utilisation shown, buying costs no more than the loan.
+    return share.quantize(SHARE, rounding="ROUND_CEILING")
 
 
 def compare(purchase: Purchase, loan: Loan, utilisation: Decimal, months: int) -> Comparison:
-    used = (purchase.gpus * HOURS_PER_MONTH * utilisation).quantize(Decimal("0.000001"))
-    buy_year = money(purchase.yearly_cost())
-    loan_year = loan.monthly_cost(used) * 12
+    used = used_per_month(purchase.gpus, utilisation)
+    buy, lent = purchase.cost_by_month(months), loan.cost_by_month(months, used)
     per_used_buy = per_used_loan = None
     if used > 0:
-        per_used_buy = (buy_year / (used * 12)).quantize(GPU_HOUR_PRICE)
-        per_used_loan = (loan.monthly_cost(used) / used).quantize(GPU_HOUR_PRICE)
+        per_used_buy = (buy[-1] / (used * months)).quantize(GPU_HOUR_PRICE)
+        per_used_loan = (lent[-1] / (used * months)).quantize(GPU_HOUR_PRICE)
     return Comparison(
+        months=months,
         used_gpu_hours_per_month=used,
+        buy_total=buy[-1],
+        loan_total=lent[-1],
         buy_per_used_gpu_hour=per_used_buy,
         loan_per_used_gpu_hour=per_used_loan,
-        buy_per_year=buy_year,
-        loan_per_year=loan_year,
-        break_even_utilisation=break_even(purchase, loan),
-        cheaper="buy" if buy_year < loan_year else "loan",
-        months=list(range(months + 1)),
-        buy_cumulative=purchase.cash_by_month(months),
-        loan_cumulative=loan.cash_by_month(months, used),
+        break_even_utilisation=break_even(purchase, loan, months),
+        cheaper="buy" if buy[-1] < lent[-1] else "loan",
+        cash_up_front=money(purchase.price),
+        value_left=purchase.value_left(months),
+        month=list(range(months + 1)),
+        buy_cumulative=buy,
+        loan_cumulative=lent,
     )

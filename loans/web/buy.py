@@ -81,7 +81,7 @@ def loan_of(form: BuyForm, contract: Contract) -> buyvsloan.Loan:
     if target == "contract":
         terms = contract.terms()
         return buyvsloan.Loan(contract.plan.name, terms.committed_gpu_hours,
-                              terms.committed_rate, terms.overage_rate)
+                              terms.committed_rate, terms.overage_rate, terms.upfront_fee)
     plan = form.plans[target]
     return buyvsloan.Loan(plan.name, plan.committed_gpu_hours, plan.committed_rate,
                           plan.effective_overage_rate(), plan.upfront_fee)
@@ -118,5 +118,6 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
     if form.is_valid():
         result = evaluate(form, contract)
         context.update(result=result, loan=loan_of(form, contract),
+                       gpus=form.cleaned_data["gpus"],
                        chart=charts.buy_figure(result, contract.plan.currency))
     return render(request, "loans/buy.html", context, status=200 if form.is_valid() else 400)

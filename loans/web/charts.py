@@ -230,12 +230,12 @@ def pool_figure(model: str, series: dict) -> dict:
 
 
 def buy_figure(result, currency: str) -> dict:
-    """Cumulative cash over the months: buying (the price up front, then overhead and
-    maintenance) against the loan."""
+    """Cumulative cost over the horizon, as the verdict counts it: buying (the value the GPUs
+    lose, overhead and maintenance) against the loan (its fee, then each month's bill)."""
     data = [
-        {"type": "scatter", "mode": "lines", "name": _("Buy"), "x": result.months,
+        {"type": "scatter", "mode": "lines", "name": _("Buy"), "x": result.month,
          "y": [float(v) for v in result.buy_cumulative], "line": {"color": COLOURS["max"]}},
-        {"type": "scatter", "mode": "lines", "name": _("Loan"), "x": result.months,
+        {"type": "scatter", "mode": "lines", "name": _("Loan"), "x": result.month,
          "y": [float(v) for v in result.loan_cumulative],
          "line": {"color": COLOURS["allocated"]}},
     ]

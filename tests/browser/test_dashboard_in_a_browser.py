@@ -179,3 +179,20 @@ def test_a_period_an_hour_old_with_no_usage_reads_as_the_start_of_its_month(
             assert x[0].startswith("2026-12-01") and x[1].startswith("2027-01-01"), (chart, x)
         expect(page.locator("#chart-heatmap .empty")).to_have_text(
             "No GPU was held in this period yet.")
+
+
+def test_buy_or_loan_answers_one_question_its_chart_draws(live_server, page, lead, contract):
+    """It read "Cheaper: buying, break-even 0.0%" beside a chart on which buying cost more
+    than the loan over every month shown."""
+    log_in(page, live_server.url, "lead", "/en/tenants/vision/buy-vs-loan/")
+    page.goto(f"{live_server.url}/en/tenants/vision/buy-vs-loan/?gpus=8&price_per_gpu=230000"
+              "&overhead_per_gpu_year=5000&maintenance_percent=2&depreciation_years=6"
+              "&utilisation_percent=60&months=12&target=contract")
+    expect(page.locator("#buy-question")).to_contain_text("Over the next 12 months")
+    page.wait_for_selector("#chart-buy .main-svg")
+    ends = page.evaluate("document.getElementById('chart-buy').data.map(t => t.y[t.y.length - 1])")
+    buy, lent = (float(page.locator(f"[data-figure={name}]").inner_text().split()[0]
+                       .replace(",", "")) for name in ("buy-total", "loan-total"))
+    assert ends == [pytest.approx(buy), pytest.approx(lent)]
+    verdict = "buying" if buy < lent else "the loan"
+    expect(page.locator("[data-figure=cheaper]")).to_have_text(verdict)
