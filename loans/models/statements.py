@@ -66,7 +66,7 @@ class Statement(models.Model):
         _("data from"), null=True, blank=True,
         help_text=_("The meter's first report of the period, where it came after the period's "
                     "start: the hours before count as missing in the completeness."))
-    closed_at = models.DateTimeField(_("closed"), auto_now_add=True)
+    closed_at = models.DateTimeField(_("closed at"), auto_now_add=True)
 
     class Meta:
         ordering = ["contract", "period_index"]

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from metering.models.nodes import Node
 
@@ -58,7 +59,8 @@ class Gpu(models.Model):
     class Meta:
         ordering = ["node__name", "index", "uuid"]
         verbose_name = _("GPU")
-        verbose_name_plural = _("GPUs")
+        # The admin's menu names the model ("GPU"), not a count of them ("GPU 数").
+        verbose_name_plural = pgettext_lazy("model", "GPUs")
 
     def __str__(self) -> str:
         return f"{self.node.name}/{self.index if self.index is not None else '?'} {self.uuid}"
