@@ -139,6 +139,8 @@ TABLE = {
                                     "operator": 200}),
     "fleet-csv": ("GET", "/en/fleet.csv", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
                                            "operator": 200}),
+    "alerts": ("GET", "/en/alerts/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
+                                      "operator": 200}),
     # The admin: operators only; everyone else is sent to its login.
     "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "staff": 200, "operator": 200}),
 }
