@@ -338,6 +338,9 @@ except ValueError as exc:
     raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from None
 # Recommend another plan only when it would have been cheaper by this share.
 PLAN_SWITCH_MARGIN_PERCENT = env_int("PLAN_SWITCH_MARGIN_PERCENT", 10)
+# A dismissed or accepted recommendation is not raised again for 30 days unless its value moved
+# by more than this share of it.
+ADVICE_MOVE_PERCENT = env_int("ADVICE_MOVE_PERCENT", 10)
 BURST_MAX_DAYS = env_int("BURST_MAX_DAYS", 31, minimum=1)
 
 # Throttle counters: per process by default; point CACHE_URL at Redis to share them.

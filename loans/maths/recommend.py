@@ -145,7 +145,7 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
         expected_cost=expected(recommended), current_cost=expected(current),
         rule_cost=expected(rule), saving=expected(current) - expected(recommended),
         lookback_days=lookback, windows=len(values),
-        confidence=confidence(values, lookback), curve=curve,
+        confidence=confidence(values, lookback, period_hours), curve=curve,
         long_optimum=long_optimum, short_optimum=short_optimum, drift_optimum=drift_optimum,
     )
 
@@ -163,13 +163,21 @@ def forecast(hourly: list[float], period_hours: int) -> list[float]:
     return [max(0.0, last + DAMPING * change) for change in changes]
 
 
-def confidence(values: list[float], lookback_days: int) -> str:
-    """High with 90 days of steady history, low with a month or a wide spread."""
+def independent_periods(lookback_days: int, period_hours: int) -> float:
+    """How many periods the lookback holds without overlap: the windows a day apart share most
+    of their hours (61 windows of a 90-day history are about 3 observations, not 61)."""
+    return lookback_days * DAY_HOURS / period_hours
+
+
+def confidence(values: list[float], lookback_days: int, period_hours: int) -> str:
+    """High only with about six or more independent periods of steady history; medium with about
+    three (90 days of monthly periods) and a moderate spread; low otherwise."""
     mean = statistics.fmean(values)
     spread = statistics.pstdev(values) / mean if mean > 0 else 1.0
-    if lookback_days >= 90 and spread < 0.15:
+    periods = independent_periods(lookback_days, period_hours)
+    if periods >= 5.5 and spread < 0.15:
         return "high"
-    if lookback_days >= 60 and spread < 0.3:
+    if periods >= 2.5 and spread < 0.3:
         return "medium"
     return "low"
 

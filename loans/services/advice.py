@@ -2,6 +2,7 @@
 and keeps one open recommendation per contract and kind up to date. A lead's decision is
 respected: a recommendation dismissed or accepted is not raised again with the same value."""
 
+import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -80,6 +81,8 @@ def commitment_draft(contract: Contract, past: History, period_hours: int) -> Dr
                        round(p.p90, 2)] for p in advice.curve],
             "recommended": float(advice.recommended), "current": float(advice.current),
             "rule_of_thumb": float(advice.rule_of_thumb), "windows": advice.windows,
+            "independent_periods": round(recommend.independent_periods(
+                advice.lookback_days, period_hours), 1),
             "long_optimum": round(advice.long_optimum, 3),
             "short_optimum": None if advice.short_optimum is None
             else round(advice.short_optimum, 3),
@@ -173,15 +176,35 @@ def plan_draft(contract: Contract, past: History, period_hours: int) -> Draft | 
                             for c, plan, ok in sorted(options, key=lambda o: o[0])]})
 
 
+def period_hours_of(contract: Contract) -> int:
+    """The hours of the commitment's period as advice reads it: the mean over the term, so
+    that one commitment (the same number every period) is advised alike in February (672 h)
+    and March (744 h)."""
+    return round(statistics.fmean(p.hours for p in contract.periods()))
+
+
 def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
-    period = contract.period_at(now)
-    if period is None:
+    if contract.period_at(now) is None:
         return []
-    period_hours = round(period.hours)
+    period_hours = period_hours_of(contract)
     past = history(contract, now)
     drafts = [commitment_draft(contract, past, period_hours), *quota_drafts(contract, past),
               plan_draft(contract, past, period_hours)]
     return [d for d in drafts if d is not None]
+
+
+def same_advice(decided: str, fresh: str) -> bool:
+    """A fresh value is the decided one again when equal, or for numbers within
+    ADVICE_MOVE_PERCENT of it: a dismissed 1,000 GPU-h does not come back as 1,001."""
+    if decided == fresh:
+        return True
+    try:
+        old, new = Decimal(decided), Decimal(fresh)
+    except ArithmeticError:
+        return False
+    if not (old.is_finite() and new.is_finite()):
+        return False
+    return abs(new - old) <= abs(old) * Decimal(settings.ADVICE_MOVE_PERCENT) / 100
 
 
 @dataclass(frozen=True)
@@ -210,9 +233,10 @@ def refresh_contract(contract: Contract, drafts: list[Draft],
     with transaction.atomic():
         current = {r.kind: r for r in Recommendation.objects.select_for_update().filter(
             contract=contract, state=Recommendation.State.OPEN)}
-        decided = {(r.kind, r.recommended) for r in Recommendation.objects.filter(
+        decided = list(Recommendation.objects.filter(
             contract=contract, decided_at__gte=now - RESPECT_DECISION,
-            state__in=[Recommendation.State.ACCEPTED, Recommendation.State.DISMISSED])}
+            state__in=[Recommendation.State.ACCEPTED, Recommendation.State.DISMISSED,
+                       Recommendation.State.APPLIED]).values_list("kind", "recommended"))
         for draft in drafts:
             values = {"current": draft.current, "recommended": draft.recommended,
                       "message": draft.wording.english, "wording": draft.wording.stored(),
@@ -225,7 +249,8 @@ def refresh_contract(contract: Contract, drafts: list[Draft],
                     setattr(rec, name, value)
                 rec.save(update_fields=list(values))
                 updated += 1
-            elif (draft.kind, draft.recommended) not in decided:
+            elif not any(kind == draft.kind and same_advice(value, draft.recommended)
+                         for kind, value in decided):
                 try:
                     with transaction.atomic():
                         Recommendation.objects.create(contract=contract, kind=draft.kind,

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import call_command
 
 from loans.models import Recommendation
-from loans.services.advice import refresh_recommendations
+from loans.services.advice import refresh_recommendations, same_advice
 from loans.services.amendments import amend
 from loans.tasks import recommend
 from tests.story import NOW
@@ -76,6 +76,28 @@ def test_a_dismissed_recommendation_is_not_raised_again(client, lead, contract, 
     assert "base_quota" not in open_kinds()
 
 
+def test_a_dismissed_value_does_not_return_one_gpu_hour_away_but_a_real_move_does(
+        client, lead, contract, metered, settings):
+    """Dismissed advice came back at once with a value one GPU-h away."""
+    refresh_recommendations(NOW)
+    rec = open_kinds()["commitment"]
+    decide(client, lead, rec, "dismiss")
+    advised = int(rec.recommended)
+    Recommendation.objects.filter(pk=rec.pk).update(recommended=str(advised - 1))
+    assert refresh_recommendations(NOW).created == 0
+    Recommendation.objects.filter(pk=rec.pk).update(recommended=str(int(advised / 1.2)))
+    assert refresh_recommendations(NOW).created == 1  # moved by more than 10%
+    assert open_kinds()["commitment"].recommended == str(advised)
+
+
+def test_same_advice_is_equal_or_within_the_move_share(settings):
+    settings.ADVICE_MOVE_PERCENT = 10
+    assert same_advice("1000", "1100") and same_advice("1000", "900")
+    assert not same_advice("1000", "1101") and not same_advice("0", "1")
+    assert same_advice("Plan A", "Plan A") and not same_advice("Plan A", "Plan B")
+    assert not same_advice("NaN", "NaN1") and not same_advice("Infinity", "1")
+
+
 @pytest.mark.parametrize(("actor", "status"), [("member", 403), ("outsider", 404),
                                                ("operator", 403)])
 def test_only_the_tenant_s_leads_decide(client, contract, metered, actor, status, request):
@@ -119,3 +141,19 @@ def test_the_job_and_the_command(contract, metered, capsys):
     assert recommend().startswith("2 created")
     call_command("recommend")
     assert "1 contracts: 0 recommendations created, 2 updated" in capsys.readouterr().out
+
+
+def test_the_same_usage_gets_the_same_commitment_in_february_and_march(contract, monkeypatch):
+    """Advice was read on the current period's hours: February's (672 h) came out 9.7% below
+    March's (744 h) for the same flat usage."""
+    from datetime import UTC, datetime
+
+    from loans.services import advice
+
+    seen = []
+    monkeypatch.setattr(advice, "commitment_draft",
+                        lambda contract, past, period_hours: seen.append(period_hours))
+    monkeypatch.setattr(advice, "plan_draft", lambda *args: None)
+    for now in (datetime(2027, 2, 15, tzinfo=UTC), datetime(2027, 3, 15, tzinfo=UTC)):
+        advice.drafts_for(contract, now)
+    assert seen == [730, 730]  # a year of 8,760 hours in twelve periods

@@ -64,7 +64,17 @@ def test_steady_use_above_the_commitment_recommends_committing_to_it():
     assert advice.current_cost == Decimal("10000.00") + 440 * RO
     assert advice.expected_cost == Decimal("14400.00")
     assert advice.saving == advice.current_cost - advice.expected_cost
-    assert advice.confidence == "high" and advice.worth_changing
+    # 61 windows a day apart, but about 3 independent months: no more than medium.
+    assert advice.confidence == "medium" and advice.worth_changing
+    assert recommend.independent_periods(90, 720) == 3
+
+
+def test_confidence_counts_independent_periods_not_overlapping_windows():
+    steady = [1000.0] * 61
+    assert recommend.confidence(steady, 90, 730) == "medium"  # 2.96 months
+    assert recommend.confidence(steady, 30, 730) == "low"
+    assert recommend.confidence(steady, 180, 730) == "high"  # six months, if ever kept
+    assert recommend.confidence([600.0, 1400.0], 90, 730) == "low"  # a wide spread
 
 
 def test_a_falling_history_never_drives_an_over_commitment():
