@@ -2,6 +2,7 @@
 and keeps one open recommendation per contract and kind up to date. A lead's decision is
 respected: a recommendation dismissed or accepted is not raised again with the same value."""
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -139,13 +140,20 @@ def quota_drafts(contract: Contract, past: History) -> list[Draft]:
 
 
 def plan_draft(contract: Contract, past: History, period_hours: int) -> Draft | None:
-    """The last three periods' usage priced under every offered plan for the same GPUs."""
+    """The last three periods' usage priced under every offered plan for the same GPUs, each
+    with its upfront fee spread over its term. A plan qualifies only if its cap holds the peak
+    and its base quota guarantees what the usage needed (the 95th percentile of concurrent
+    GPUs, or the current base quota where that is lower): a cheaper plan that guarantees
+    nothing is no advice."""
     if len(past.allocated) < 3 * period_hours:
         return None
     recent = past.allocated[-3 * period_hours:]
     windows = [sum(recent[k * period_hours:(k + 1) * period_hours]) for k in range(3)]
-    peak = max(past.peaks[-3 * period_hours:], default=0.0)
+    peaks = past.peaks[-3 * period_hours:]
+    peak = max(peaks, default=0.0)
     terms = contract.terms()
+    needed_base = min(terms.base_quota_gpus,
+                      math.ceil(recommend.quantile(peaks, 0.95) - 1e-9) if peaks else 0)
     own = recommend.plan_cost(windows, terms.committed_gpu_hours, terms.committed_rate,
                               terms.overage_rate)
     options = []
@@ -154,26 +162,38 @@ def plan_draft(contract: Contract, past: History, period_hours: int) -> Draft | 
         if plan.gpu_model and plan.gpu_model != contract.plan.gpu_model:
             continue
         rate = plan.effective_overage_rate()
+        fee = money(3 * plan.upfront_fee / plan.term_months)  # three periods' share
         options.append((recommend.plan_cost(windows, plan.committed_gpu_hours,
-                                            plan.committed_rate, rate),
-                        plan, plan.max_quota_gpus >= peak))
-    feasible = sorted((o for o in options if o[2]), key=lambda o: o[0])
+                                            plan.committed_rate, rate) + fee,
+                        plan, plan.max_quota_gpus >= peak, plan.base_quota_gpus >= needed_base,
+                        fee))
+    feasible = sorted((o for o in options if o[2] and o[3]), key=lambda o: o[0])
     margin = Decimal(settings.PLAN_SWITCH_MARGIN_PERCENT) / 100
     if not feasible or feasible[0][0] > own * (1 - margin):
         return None
-    best_cost, best, _feasible = feasible[0]
+    best_cost, best, _cap, _base, fee = feasible[0]
     saving = money((own - best_cost) / 3)
-    return Draft(
-        kind=Kind.PLAN, current=contract.plan.name, recommended=best.name,
-        wording=worded(gettext_noop(
+    if fee:
+        wording = worded(gettext_noop(
+            "%(plan)s would have cost %(cost)s %(currency)s over the last three periods, its "
+            "upfront fee of %(fee)s spread over its %(term)s months included, instead of "
+            "%(own)s under the current terms."), {
+            "plan": best.name, "cost": f"{best_cost:,.2f}", "currency": terms.currency,
+            "own": f"{own:,.2f}", "fee": f"{best.upfront_fee:,.2f}", "term": best.term_months})
+    else:
+        wording = worded(gettext_noop(
             "%(plan)s would have cost %(cost)s %(currency)s over the last three periods "
             "instead of %(own)s under the current terms."), {
             "plan": best.name, "cost": f"{best_cost:,.2f}", "currency": terms.currency,
-            "own": f"{own:,.2f}"}),
+            "own": f"{own:,.2f}"})
+    return Draft(
+        kind=Kind.PLAN, current=contract.plan.name, recommended=best.name, wording=wording,
         expected_saving=saving, lookback_days=3 * period_hours // 24,
         evidence={"current_cost": str(own), "peak_concurrent_gpus": peak,
-                  "plans": [{"plan": plan.name, "cost": str(c), "fits_peak": ok}
-                            for c, plan, ok in sorted(options, key=lambda o: o[0])]})
+                  "base_quota_needed": needed_base,
+                  "plans": [{"plan": plan.name, "cost": str(c), "fits_peak": cap,
+                             "guarantees_base": base, "upfront_fee_share": str(f)}
+                            for c, plan, cap, base, f in sorted(options, key=lambda o: o[0])]})
 
 
 def period_hours_of(contract: Contract) -> int:

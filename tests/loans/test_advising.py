@@ -1,10 +1,12 @@
 """The recommendation job on metered usage, and a lead's accept / dismiss."""
 
+from decimal import Decimal
+
 import pytest
 from django.core.management import call_command
 
-from loans.models import Recommendation
-from loans.services.advice import refresh_recommendations, same_advice
+from loans.models import Plan, Recommendation
+from loans.services.advice import History, plan_draft, refresh_recommendations, same_advice
 from loans.services.amendments import amend
 from loans.tasks import recommend
 from tests.story import NOW
@@ -157,3 +159,29 @@ def test_the_same_usage_gets_the_same_commitment_in_february_and_march(contract,
     for now in (datetime(2027, 2, 15, tzinfo=UTC), datetime(2027, 3, 15, tzinfo=UTC)):
         advice.drafts_for(contract, now)
     assert seen == [730, 730]  # a year of 8,760 hours in twelve periods
+
+
+def offered(name: str, *, base: int, fee: str, term: int) -> Plan:
+    plan = Plan(name=name, gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=base,
+                max_quota_gpus=16, committed_gpu_hours=Decimal(3000), committed_rate=Decimal(8),
+                upfront_fee=Decimal(fee), term_months=term, currency="CNY")
+    plan.full_clean()
+    plan.save()
+    return plan
+
+
+def test_a_plan_switch_counts_upfront_fees_and_never_drops_the_guarantee_used(contract):
+    """It advised, mid-term, a plan with a 1,000,000 upfront fee and a 36-month term, and one
+    with base quota 0 for a team that used its GPUs, "to save 2,896 a period"."""
+    past = History(allocated=[4.0] * (3 * 730), busy=[2.0] * (3 * 730), peaks=[4.0] * (3 * 730))
+    # Under the contract: 10,000 + 1,920 x 12 = 33,040 a period; 3,000 GPU-h at 8 is 24,000.
+    offered("Fee heavy", base=8, fee="1000000", term=36)
+    offered("No guarantee", base=0, fee="0", term=12)
+    assert plan_draft(contract, past, 730) is None
+    offered("Fair", base=4, fee="36000", term=12)
+    draft = plan_draft(contract, past, 730)
+    assert draft.recommended == "Fair"
+    assert draft.expected_saving == Decimal("33040") - Decimal("24000") - Decimal("3000")
+    assert "upfront fee of 36,000.00 spread over its 12 months" in draft.wording.english
+    fits = {p["plan"]: (p["fits_peak"], p["guarantees_base"]) for p in draft.evidence["plans"]}
+    assert fits["No guarantee"] == (True, False) and draft.evidence["base_quota_needed"] == 4
