@@ -1,0 +1,189 @@
+"""Hourly GPU usage read from a file a team already has, for advice before any contract: a CSV
+of `ts,gpus` (GPUs in use each hour) or Slurm's `sacct -P` output (JobID, Account, User,
+Start, End, AllocTRES), whose jobs are spread over the hours they ran. Pure: text in, hours
+and named problems out.
+
+Every row that cannot be read is named with its line; hours a CSV leaves out are named as gaps
+(they may be idle hours or lost data, and only the team knows which), so nothing is guessed.
+"""
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+
+HOUR = timedelta(hours=1)
+SACCT_COLUMNS = ("JobID", "Account", "User", "Start", "End", "AllocTRES")
+GPUS_IN_TRES = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=(\d+)")
+MAX_PROBLEMS = 20  # named one by one; the rest are counted
+
+
+class HistoryError(ValueError):
+    """The file cannot be read as usage; `problems` names what is wrong, line by line."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class History:
+    start: datetime  # the first hour, UTC
+    hours: list[float]  # GPUs in use each hour from `start`
+    source: str  # "csv" or "sacct"
+    skipped: list[str] = field(default_factory=list)  # what was left out on purpose, and why
+
+    @property
+    def end(self) -> datetime:
+        return self.start + HOUR * len(self.hours)
+
+
+def read_history(text: str, *, zone: tzinfo = UTC, gaps_as_idle: bool = False,
+                 account: str = "") -> History:
+    """`text` as a CSV of `ts,gpus` or as `sacct -P` output (told apart by the header)."""
+    lines = text.lstrip("\ufeff").splitlines()
+    header = lines[0].strip() if lines else ""
+    if header.replace(" ", "").lower() == "ts,gpus":
+        return _csv(lines, gaps_as_idle)
+    if header.split("|")[:len(SACCT_COLUMNS)] == list(SACCT_COLUMNS):
+        return _sacct(lines, zone, account)
+    raise HistoryError([
+        "line 1: expected the header ts,gpus (hourly usage) or the sacct -P columns "
+        f"{'|'.join(SACCT_COLUMNS)} (sacct -P -o {','.join(SACCT_COLUMNS)}); found "
+        f"{header[:80]!r}"])
+
+
+def _moment(text: str, zone: tzinfo | None) -> datetime:
+    """An ISO 8601 time; without an offset it is read in `zone`, or refused when None."""
+    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        if zone is None:
+            raise ValueError("no UTC offset")
+        value = value.replace(tzinfo=zone)
+    return value.astimezone(UTC)
+
+
+def _named(problems: list[str]) -> list[str]:
+    if len(problems) > MAX_PROBLEMS:
+        return [*problems[:MAX_PROBLEMS], f"and {len(problems) - MAX_PROBLEMS} more"]
+    return problems
+
+
+def _csv(lines: list[str], gaps_as_idle: bool) -> History:
+    usage: dict[datetime, float] = {}
+    problems = []
+    for number, row in enumerate(csv.reader(io.StringIO("\n".join(lines[1:]))), start=2):
+        if not row or not "".join(row).strip():
+            continue
+        if len(row) != 2:
+            problems.append(f"line {number}: expected ts,gpus, found {len(row)} fields")
+            continue
+        try:
+            hour = _moment(row[0], None)
+        except ValueError:
+            problems.append(f"line {number}: {row[0][:40]!r} is not an ISO 8601 time with a "
+                            "UTC offset (2026-10-01T08:00:00+08:00)")
+            continue
+        if hour.minute or hour.second or hour.microsecond:
+            problems.append(f"line {number}: {row[0][:40]} is not on the hour")
+            continue
+        try:
+            gpus = float(row[1])
+        except ValueError:
+            gpus = float("nan")
+        if not (0 <= gpus <= 1_000_000):
+            problems.append(f"line {number}: gpus {row[1][:20]!r} is not a number of GPUs "
+                            "from 0 to 1,000,000")
+            continue
+        if hour in usage:
+            problems.append(f"line {number}: {hour:%Y-%m-%d %H:%M} UTC is given twice")
+            continue
+        usage[hour] = gpus
+    if not usage and not problems:
+        problems.append("the file has no rows after its header")
+    if problems:
+        raise HistoryError(_named(problems))
+    start, last = min(usage), max(usage)
+    count = int((last - start) / HOUR) + 1
+    hours = [usage.get(start + HOUR * k) for k in range(count)]
+    gaps = _gaps(start, hours)
+    if gaps and not gaps_as_idle:
+        raise HistoryError(_named([
+            f"no row for {a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M} UTC ({n} hours): give them "
+            "(0 where nothing ran), or say they were idle (--gaps-as-idle)"
+            for a, b, n in gaps]))
+    skipped = [f"{n} hours without a row from {a:%Y-%m-%d %H:%M} UTC read as idle"
+               for a, _b, n in gaps]
+    return History(start, [h or 0.0 for h in hours], "csv", skipped)
+
+
+def _gaps(start: datetime, hours: list[float | None]) -> list[tuple[datetime, datetime, int]]:
+    out, k = [], 0
+    while k < len(hours):
+        if hours[k] is None:
+            first = k
+            while k < len(hours) and hours[k] is None:
+                k += 1
+            out.append((start + HOUR * first, start + HOUR * (k - 1), k - first))
+        k += 1
+    return out
+
+
+def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
+    jobs: list[tuple[datetime, datetime, int]] = []
+    problems, skipped, steps, running, other = [], [], 0, 0, 0
+    width = len(lines[0].split("|"))
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != width:
+            problems.append(f"line {number}: expected {width} fields, found {len(fields)}")
+            continue
+        job, job_account, _user, start, end, tres = fields[:6]
+        if "." in job:  # a step (batch, extern, 0): its job's allocation is counted once
+            steps += 1
+            continue
+        if account and job_account != account:
+            other += 1
+            continue
+        found = GPUS_IN_TRES.search(tres)
+        if found is None or int(found.group(1)) == 0:
+            continue  # a job without GPUs
+        if end.strip() in ("Unknown", "None", ""):
+            running += 1
+            continue
+        try:
+            began, ended = _moment(start, zone), _moment(end, zone)
+        except ValueError:
+            problems.append(f"line {number}: Start {start[:30]!r} or End {end[:30]!r} is not a "
+                            "time (sacct prints 2026-10-01T08:00:00)")
+            continue
+        if ended < began:
+            problems.append(f"line {number}: job {job} ends before it starts")
+            continue
+        jobs.append((began, ended, int(found.group(1))))
+    if problems:
+        raise HistoryError(_named(problems))
+    if not jobs:
+        raise HistoryError(["no finished job with GPUs (gres/gpu in AllocTRES)"
+                            + (f" for account {account}" if account else "")])
+    first = min(b for b, _e, _g in jobs).replace(minute=0, second=0, microsecond=0)
+    last = max(e for _b, e, _g in jobs)
+    hours = [0.0] * (int((last - first) / HOUR) + 1)
+    for began, ended, gpus in jobs:
+        k = int((began - first) / HOUR)
+        moment = began
+        while moment < ended:
+            boundary = first + HOUR * (k + 1)
+            hours[k] += gpus * (min(ended, boundary) - moment) / HOUR
+            moment, k = boundary, k + 1
+    while hours and hours[-1] == 0:
+        hours.pop()
+    for count, why in ((steps, "job steps (their jobs are counted)"),
+                       (running, "jobs still running (no End)"),
+                       (other, f"jobs of other accounts than {account}")):
+        if count:
+            skipped.append(f"{count} {why}")
+    return History(first, hours, "sacct", skipped)

@@ -1,0 +1,131 @@
+"""What to sign first, from a history of usage and no contract (the sources' first step: run on
+demand a month or two, collect the usage, then commit a moderate amount): the on-demand cost,
+each offered plan at the commitment that suits its prices best, each with P10/P50/P90 of its
+total over a term, and the cheapest at the median as the advice.
+
+The commitment for a plan is the newsvendor quantile (loans.maths.recommend) of period-long
+windows of the history. A term's total is uncertain in the usage of each of its periods, and
+the windows, a day apart, overlap: so the totals are drawn by block bootstrap, a term's worth
+of whole periods drawn from the history's windows, the same seeded draws for every option."""
+
+import random
+import statistics
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+
+from loans.maths import recommend
+from loans.maths.billing import money, period_cost
+from loans.maths.history import History, HistoryError
+from loans.models import Plan
+
+PERIOD_HOURS = 730  # a month, as the advice reads periods (loans.services.advice)
+DRAWS = 1000
+SEED = 20261201
+ON_DEMAND = "on demand"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    commitment: Decimal  # GPU-hours a period; 0 on demand
+    committed_rate: Decimal
+    overage_rate: Decimal
+    upfront_fee: Decimal
+    max_quota_gpus: int | None
+    fits_peak: bool
+    p10: Decimal
+    p50: Decimal
+    p90: Decimal
+
+
+@dataclass(frozen=True)
+class FirstAdvice:
+    history_start: str
+    history_end: str
+    history_hours: int
+    source: str
+    skipped: list[str]
+    currency: str
+    term_months: int
+    period_hours: int
+    mean_gpus: float
+    peak_gpus: float
+    period_usage_p10: float
+    period_usage_p50: float
+    period_usage_p90: float
+    on_demand: Option
+    plans: list[Option]
+    advised: str  # the option's name
+
+    def as_json(self) -> dict:
+        def plain(value):
+            if isinstance(value, Decimal):
+                return str(value)
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [plain(v) for v in value]
+            return value
+        return plain(asdict(self))
+
+
+def term_totals(windows: list[float], months: int, commitment: Decimal, committed_rate: Decimal,
+                overage_rate: Decimal, fee: Decimal) -> tuple[Decimal, Decimal, Decimal]:
+    """P10, P50 and P90 of the total over `months` periods, each period's usage drawn from
+    the windows (the same seeded draws whatever the option)."""
+    rng = random.Random(SEED)  # noqa: S311 - a seeded bootstrap, not a secret
+    costs = {}
+    totals = []
+    for _ in range(DRAWS):
+        total = fee
+        for used in rng.choices(windows, k=months):
+            if used not in costs:
+                costs[used] = period_cost(committed=commitment, used=Decimal(repr(used)),
+                                          committed_rate=committed_rate,
+                                          overage_rate=overage_rate).total
+            total += costs[used]
+        totals.append(float(total))
+    return tuple(money(Decimal(repr(recommend.quantile(totals, q)))) for q in (0.1, 0.5, 0.9))
+
+
+def advise(history: History, *, term_months: int, currency: str,
+           on_demand_rate: Decimal | None = None) -> FirstAdvice:
+    hours = history.hours
+    if len(hours) < PERIOD_HOURS:
+        raise HistoryError([f"the history holds {len(hours):,} hours; at least a period "
+                            f"({PERIOD_HOURS} hours, a month) is needed to advise"])
+    windows = recommend.period_windows(hours, PERIOD_HOURS, len(hours) // 24)
+    peak = max(hours)
+    plans = list(Plan.objects.filter(is_offered=True, currency=currency).order_by("name"))
+    free = next((p for p in plans if p.committed_gpu_hours == 0), None)
+    if on_demand_rate is None and free is None:
+        raise HistoryError([f"no offered {currency} plan without a commitment gives the "
+                            "on-demand price: give it (--on-demand-rate)"])
+    rate = on_demand_rate if on_demand_rate is not None else free.effective_overage_rate()
+    on_demand = Option(ON_DEMAND, Decimal(0), Decimal(0), rate, Decimal(0), None, True,
+                       *term_totals(windows, term_months, Decimal(0), Decimal(0), rate,
+                                    Decimal(0)))
+    options = []
+    for plan in plans:
+        if plan is free:
+            continue
+        overage = plan.effective_overage_rate()
+        best = recommend.newsvendor(windows, plan.committed_rate, overage)
+        commitment = min(recommend.whole(best), Decimal(plan.max_quota_gpus * PERIOD_HOURS))
+        options.append(Option(
+            plan.name, commitment, plan.committed_rate, overage, plan.upfront_fee,
+            plan.max_quota_gpus, plan.max_quota_gpus >= peak,
+            *term_totals(windows, term_months, commitment, plan.committed_rate, overage,
+                         plan.upfront_fee)))
+    fitting = [o for o in [on_demand, *options] if o.fits_peak]
+    advised = min(fitting, key=lambda o: (o.p50, o.p90))
+    return FirstAdvice(
+        history_start=history.start.isoformat(), history_end=history.end.isoformat(),
+        history_hours=len(hours), source=history.source, skipped=history.skipped,
+        currency=currency, term_months=term_months, period_hours=PERIOD_HOURS,
+        mean_gpus=round(statistics.fmean(hours), 2), peak_gpus=round(peak, 2),
+        period_usage_p10=round(recommend.quantile(windows, 0.1), 1),
+        period_usage_p50=round(recommend.quantile(windows, 0.5), 1),
+        period_usage_p90=round(recommend.quantile(windows, 0.9), 1),
+        on_demand=on_demand, plans=options, advised=advised.name)
+

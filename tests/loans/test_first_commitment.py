@@ -1,0 +1,166 @@
+"""What to sign first from a history file (manage.py advise --history): the CSV and sacct
+readers name every row they cannot read, spread jobs over the hours they ran without ever
+counting past them, and the advice prices each option over the same seeded term draws."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loans.maths.history import HistoryError, read_history
+from loans.models import Plan
+
+T0 = datetime(2026, 8, 1, tzinfo=UTC)
+SACCT = "JobID|Account|User|Start|End|AllocTRES\n"
+
+
+def hourly_csv(hours: int, gpus=lambda k: 4.0, skip=()) -> str:
+    rows = [f"{(T0 + timedelta(hours=k)).isoformat()},{gpus(k)}" for k in range(hours)
+            if k not in skip]
+    return "ts,gpus\n" + "\n".join(rows) + "\n"
+
+
+def test_a_csv_is_read_hour_by_hour():
+    history = read_history(hourly_csv(5, lambda k: k))
+    assert history.start == T0 and history.hours == [0, 1, 2, 3, 4] and history.source == "csv"
+
+
+def test_every_row_a_csv_cannot_use_is_named_with_its_line():
+    text = ("ts,gpus\n2026-08-01T00:00:00Z,4\n2026-08-01T01:00:00,4\n2026-08-01T02:30:00Z,4\n"
+            "2026-08-01T03:00:00Z,-1\n2026-08-01T00:00:00Z,3\nnot a time,2\n2026-08-01T05:00Z\n")
+    with pytest.raises(HistoryError) as error:
+        read_history(text)
+    problems = error.value.problems
+    assert problems[0].startswith("line 3: '2026-08-01T01:00:00' is not an ISO 8601 time "
+                                  "with a UTC offset")
+    assert problems[1] == "line 4: 2026-08-01T02:30:00Z is not on the hour"
+    assert problems[2].startswith("line 5: gpus '-1' is not a number of GPUs")
+    assert problems[3] == "line 6: 2026-08-01 00:00 UTC is given twice"
+    assert problems[4].startswith("line 7: 'not a time'")
+    assert problems[5] == "line 8: expected ts,gpus, found 1 fields"
+
+
+def test_hours_a_csv_leaves_out_are_named_unless_said_to_be_idle():
+    text = hourly_csv(10, skip={3, 4, 7})
+    with pytest.raises(HistoryError) as error:
+        read_history(text)
+    assert error.value.problems == [
+        "no row for 2026-08-01 03:00 to 2026-08-01 04:00 UTC (2 hours): give them (0 where "
+        "nothing ran), or say they were idle (--gaps-as-idle)",
+        "no row for 2026-08-01 07:00 to 2026-08-01 07:00 UTC (1 hours): give them (0 where "
+        "nothing ran), or say they were idle (--gaps-as-idle)"]
+    history = read_history(text, gaps_as_idle=True)
+    assert history.hours == [4, 4, 4, 0, 0, 4, 4, 0, 4, 4]
+    assert history.skipped[0] == "2 hours without a row from 2026-08-01 03:00 UTC read as idle"
+
+
+def test_an_unknown_header_says_what_is_expected():
+    with pytest.raises(HistoryError, match="expected the header ts,gpus"):
+        read_history("time;gpus\n")
+
+
+def test_sacct_jobs_are_spread_over_the_hours_they_ran_steps_and_running_jobs_left_out():
+    text = SACCT + (
+        "1|vision|ann|2026-08-01T08:30:00|2026-08-01T10:00:00|cpu=8,gres/gpu=2,node=1\n"
+        "1.batch|vision|||2026-08-01T10:00:00|cpu=8,gres/gpu=2,node=1\n"
+        "2|vision|bob|2026-08-01T09:00:00|2026-08-01T09:15:00|gres/gpu:a100=4,node=1\n"
+        "3|vision|cai|2026-08-01T09:00:00|Unknown|gres/gpu=8\n"
+        "4|nlp|dan|2026-08-01T09:00:00|2026-08-01T11:00:00|gres/gpu=8\n"
+        "5|vision|eve|2026-08-01T09:00:00|2026-08-01T11:00:00|cpu=4,mem=8G\n")
+    history = read_history(text, zone=UTC, account="vision")
+    assert history.start == datetime(2026, 8, 1, 8, tzinfo=UTC)
+    assert history.hours == [1.0, 3.0]  # 08:30-09:00 at 2; 09:00-10:00 at 2 plus 4 for 15 min
+    assert history.skipped == ["1 job steps (their jobs are counted)",
+                               "1 jobs still running (no End)",
+                               "1 jobs of other accounts than vision"]
+
+
+def test_sacct_rows_it_cannot_read_are_named():
+    text = SACCT + ("1|vision|ann|yesterday|2026-08-01T10:00:00|gres/gpu=2\n"
+                    "2|vision|bob|2026-08-01T10:00:00|2026-08-01T09:00:00|gres/gpu=2\n"
+                    "3|vision|cai\n")
+    with pytest.raises(HistoryError) as error:
+        read_history(text)
+    assert [p.split(":")[0] for p in error.value.problems] == ["line 2", "line 3", "line 4"]
+    assert "ends before it starts" in error.value.problems[1]
+
+
+jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),
+                          st.integers(1, 16)), min_size=1, max_size=30)
+
+
+@given(jobs=jobs)
+@settings(max_examples=200, deadline=None)
+def test_sacct_hours_hold_every_job_s_gpu_time_and_never_more_than_ran(jobs):
+    """Brute force: each job's GPUs times its minutes, and, minute by minute, no hour holds
+    more GPUs than the jobs running in it."""
+    lines = []
+    for n, (start, minutes, gpus) in enumerate(jobs):
+        began = T0 + timedelta(minutes=start)
+        lines.append(f"{n}|a|u|{began:%Y-%m-%dT%H:%M:%S}|"
+                     f"{began + timedelta(minutes=minutes):%Y-%m-%dT%H:%M:%S}|gres/gpu={gpus}")
+    history = read_history(SACCT + "\n".join(lines), zone=UTC)
+    total = sum(minutes * gpus for _s, minutes, gpus in jobs) / 60
+    assert sum(history.hours) == pytest.approx(total)
+    for k, held in enumerate(history.hours):
+        hour = history.start + timedelta(hours=k)
+        most = sum(g for s, m, g in jobs
+                   if T0 + timedelta(minutes=s) < hour + timedelta(hours=1)
+                   and T0 + timedelta(minutes=s + m) > hour)
+        assert held <= most + 1e-9
+
+
+@pytest.fixture
+def catalogue(db):
+    Plan.objects.create(name="On demand", base_quota_gpus=0, max_quota_gpus=64,
+                        committed_gpu_hours=Decimal(0), committed_rate=Decimal(14),
+                        overage_multiplier=Decimal(1), term_months=1, currency="CNY")
+    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
+                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
+                        term_months=12, currency="CNY")
+    Plan.objects.create(name="Small 2", base_quota_gpus=2, max_quota_gpus=2,
+                        committed_gpu_hours=Decimal(1000), committed_rate=Decimal(8),
+                        term_months=12, currency="CNY")
+
+
+def test_the_command_prices_each_plan_over_the_term_and_advises_the_cheapest_that_fits(
+        tmp_path, catalogue, capsys):
+    path = tmp_path / "usage.csv"
+    path.write_text(hourly_csv(24 * 60, lambda k: 6 + (k % 24 >= 9) * 4))
+    call_command("advise", "--history", str(path))
+    out = capsys.readouterr().out
+    assert "1,440 hours (csv)" in out
+    assert "Small 2: commit 1,460 GPU-h a period" in out and "below the peak" in out
+    assert "Advice: sign Guaranteed 8 committing" in out
+
+    call_command("advise", "--history", str(path), "--json")
+    body = json.loads(capsys.readouterr().out)
+    assert body["advised"] == "Guaranteed 8" and body["term_months"] == 12
+    assert body["on_demand"]["overage_rate"] == "14.0000"
+    plans = {p["name"]: p for p in body["plans"]}
+    guaranteed = plans["Guaranteed 8"]
+    assert Decimal(guaranteed["p10"]) <= Decimal(guaranteed["p50"]) <= Decimal(guaranteed["p90"])
+    assert Decimal(guaranteed["p50"]) < Decimal(body["on_demand"]["p50"])
+    assert not plans["Small 2"]["fits_peak"]
+
+
+def test_the_command_answers_what_it_cannot_use_clearly(tmp_path, db):
+    short = tmp_path / "short.csv"
+    short.write_text(hourly_csv(100))
+    with pytest.raises(CommandError, match="holds 100 hours; at least a period"):
+        call_command("advise", "--history", str(short), "--on-demand-rate", "14")
+    month = tmp_path / "month.csv"
+    month.write_text(hourly_csv(800))
+    with pytest.raises(CommandError, match="give it \\(--on-demand-rate\\)"):
+        call_command("advise", "--history", str(month))
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("advise", "--history", str(tmp_path / "none.csv"))
+    with pytest.raises(CommandError, match="--on-demand-rate must be a price above 0"):
+        call_command("advise", "--history", str(month), "--on-demand-rate", "-3")
+    with pytest.raises(CommandError, match="is not a time zone"):
+        call_command("advise", "--history", str(month), "--time-zone", "Mars/Olympus")
