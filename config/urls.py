@@ -11,6 +11,7 @@ from loans.api import bursts as api_bursts
 from loans.api import buy as api_buy
 from loans.api import ledger as api_ledger
 from loans.api import views as api
+from loans.web import advise as views_advise
 from loans.web import alerts as views_alerts
 from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
@@ -76,6 +77,8 @@ urlpatterns += i18n_patterns(
     path("fleet/", views.fleet_page, name="fleet"),
     path("fleet.csv", views.fleet_csv, name="fleet-csv"),
     path("alerts/", views_alerts.alerts_page, name="alerts"),
+    path("advise/", views_advise.operators_page, name="advise"),
+    path("tenants/<slug:slug>/advise/", views_advise.tenant_page, name="tenant-advise"),
     path("admin/", admin.site.urls),
     prefix_default_language=True,
 )

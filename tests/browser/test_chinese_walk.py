@@ -29,6 +29,8 @@ ALLOWED = {
     "IP", "GET", "POST", "Accept", "sha", "LDAP", "Grafana", "Ctrl", "Command", "Mac",
     # Kubernetes' own field names in an owner (namespace=vision), as kubectl writes them.
     "namespace", "pod", "container",
+    # Columns of the history files the advice reads, typed as they are (ts,gpus; sacct's).
+    "ts", "gpus", "sacct", "JobID", "Account", "User", "Start", "End", "AllocTRES",
 }
 
 
@@ -109,6 +111,7 @@ def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     log_in(page, live_server.url, "operator", "/zh-hans/fleet/")
     page.wait_for_url(re.compile(r"/zh-hans/fleet/"))
     paths = ["/zh-hans/fleet/", "/zh-hans/alerts/", "/zh-hans/alerts/?state=all",
+             "/zh-hans/advise/",
              "/zh-hans/admin/",
              f"/zh-hans/admin/loans/contract/{story.pk}/change/"]
     page.goto(live_server.url + "/zh-hans/admin/")

@@ -141,6 +141,11 @@ TABLE = {
                                            "operator": 200}),
     "alerts": ("GET", "/en/alerts/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
                                       "operator": 200}),
+    "advise": ("GET", "/en/advise/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
+                                      "operator": 200}),
+    "tenant-advise": ("GET", "/en/tenants/vision/advise/",
+                      {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
+                       "operator": 200}),
     # The admin: operators only; everyone else is sent to its login.
     "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "staff": 200, "operator": 200}),
 }

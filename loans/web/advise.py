@@ -1,0 +1,92 @@
+"""What to sign first, from a history file: the page of `manage.py advise --history`, for
+operators (/advise/) and for a tenant's lead (/tenants/<slug>/advise/, linked from a tenant
+page without a contract). The file is read, priced and forgotten; nothing is stored."""
+
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
+
+from loans.access import is_lead, is_operator, tenant_for_user
+from loans.maths.history import HistoryError, read_history
+from loans.services.first_commitment import advise
+from loans.web.views import operator_required
+
+MAX_BYTES = 16 * 1024 * 1024
+
+
+class HistoryForm(forms.Form):
+    history = forms.FileField(label=gettext_lazy("Usage history"), help_text=gettext_lazy(
+        "A CSV of ts,gpus (GPUs in use each hour, times with a UTC offset), or the output of "
+        "sacct -P -o JobID,Account,User,Start,End,AllocTRES."))
+    term_months = forms.IntegerField(label=gettext_lazy("Term (months)"), min_value=1,
+                                     max_value=120, initial=12)
+    on_demand_rate = forms.DecimalField(
+        label=gettext_lazy("On-demand price per GPU-hour"), required=False, min_value=0.0001,
+        max_value=10**6, decimal_places=4, help_text=gettext_lazy(
+            "Where no offered plan without a commitment gives it."))
+    time_zone = forms.CharField(label=gettext_lazy("Time zone of sacct's times"), max_length=64,
+                                initial=settings.TIME_ZONE)
+    account = forms.CharField(label=gettext_lazy("sacct account (empty: all)"), max_length=100,
+                              required=False)
+    gaps_as_idle = forms.BooleanField(label=gettext_lazy("Read hours without a row as idle"),
+                                      required=False)
+
+    def clean_history(self):
+        upload = self.cleaned_data["history"]
+        if upload.size > MAX_BYTES:
+            raise forms.ValidationError(_("The file is larger than %(mib)s MiB.") % {
+                "mib": MAX_BYTES // 2**20})
+        try:
+            return upload.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise forms.ValidationError(_("The file is not UTF-8 text.")) from None
+
+    def clean_time_zone(self):
+        name = self.cleaned_data["time_zone"].strip()
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise forms.ValidationError(_("%(name)s is not a time zone (Asia/Shanghai, UTC).")
+                                        % {"name": name[:64]}) from None
+
+
+def _page(request: HttpRequest, tenant=None) -> HttpResponse:
+    context = {"tenant": tenant, "currency": settings.DEFAULT_CURRENCY}
+    if request.method != "POST":
+        context["form"] = HistoryForm()
+        return render(request, "loans/advise.html", context)
+    form = HistoryForm(request.POST, request.FILES)
+    context["form"] = form
+    if not form.is_valid():
+        return render(request, "loans/advise.html", context, status=400)
+    data = form.cleaned_data
+    try:
+        history = read_history(data["history"], zone=data["time_zone"],
+                               gaps_as_idle=data["gaps_as_idle"], account=data["account"])
+        result = advise(history, term_months=data["term_months"],
+                        currency=settings.DEFAULT_CURRENCY, on_demand_rate=data["on_demand_rate"])
+        context.update(result=result, options=[result.on_demand, *result.plans])
+    except HistoryError as error:
+        context["problems"] = error.problems
+        return render(request, "loans/advise.html", context, status=400)
+    return render(request, "loans/advise.html", context)
+
+
+@operator_required
+def operators_page(request: HttpRequest) -> HttpResponse:
+    return _page(request)
+
+
+@login_required
+def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
+    tenant = tenant_for_user(request.user, slug)
+    if not (is_operator(request.user) or is_lead(request.user, tenant.pk)):
+        return render(request, "403.html", {"reason": _("Only the tenant's leads ask this.")},
+                      status=403)
+    return _page(request, tenant)
