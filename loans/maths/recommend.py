@@ -190,12 +190,22 @@ class QuotaAdvice:
     evidence: dict
 
 
+SCALE_UP_BUSY = 0.8  # busy share of held GPU time above which a pressed team scales up
+SCALE_DOWN_BUSY = 0.3  # below it, consolidate
+
+
 def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float], *,
-                  base: int, cap: int) -> list[QuotaAdvice]:
+                  base: int, cap: int, pressed: int = 0,
+                  pressed_gpus: int = 0) -> list[QuotaAdvice]:
     """From hourly peak concurrent GPUs and GPU-hours held and busy over the lookback:
     raise the base quota when the 95th percentile of peaks exceeds it, lower it when the 95th
     percentile stays under 70% of it (to keep it 80% used); raise the cap when usage sits at
-    the cap in more than 5% of hours; flag consolidation when under 30% of held time is busy."""
+    the cap in more than 5% of hours; flag consolidation when under 30% of held time is busy.
+
+    The sources' scale rule: when over 80% of the held GPU time is busy and `pressed` burst
+    requests waited in the queue or were refused, the base quota grows by the most GPUs one
+    of them asked for (`pressed_gpus`), or to the 95th percentile if that is more (never
+    past the cap), and is never advised lower."""
     out: list[QuotaAdvice] = []
     held_hours = [p for p in peaks if p > 0]
     if not peaks or not held_hours:
@@ -203,7 +213,15 @@ def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float],
     p95 = quantile(peaks, 0.95)
     evidence = {"p95_concurrent_gpus": round(p95, 2), "hours": len(peaks),
                 "peak_concurrent_gpus": round(max(peaks), 2)}
-    if p95 > base:
+    held, worked = sum(allocated), sum(busy)
+    busy_share = worked / held if held > 0 else 0.0
+    wanted = min(cap, max(base + pressed_gpus, math.ceil(p95 - 1e-9)))  # never past the cap
+    if busy_share > SCALE_UP_BUSY and pressed > 0:
+        if wanted > base:
+            out.append(QuotaAdvice("base_quota", base, wanted,
+                                   {**evidence, "busy_share": round(busy_share, 4),
+                                    "bursts_pressed": pressed, "scale_up": True}))
+    elif p95 > base:
         out.append(QuotaAdvice("base_quota", base, math.ceil(p95 - 1e-9), evidence))
     elif p95 < 0.7 * base:
         out.append(QuotaAdvice("base_quota", base, max(1, math.ceil(p95 / 0.8 - 1e-9)),
@@ -212,8 +230,7 @@ def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float],
     if cap > 0 and at_cap > 0.05:
         out.append(QuotaAdvice("max_quota", cap, math.ceil(cap * 1.25),
                                {**evidence, "share_of_hours_at_cap": round(at_cap, 4)}))
-    held, worked = sum(allocated), sum(busy)
-    if held > 0 and worked / held < 0.3:
+    if held > 0 and busy_share < SCALE_DOWN_BUSY:
         out.append(QuotaAdvice("consolidate", None, None, {
             "busy_share": round(worked / held, 4), "allocated_gpu_hours": round(held, 1),
             "idle_gpu_hours": round(held - worked, 1)}))

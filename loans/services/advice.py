@@ -15,12 +15,13 @@ from django.utils.translation import gettext_noop
 from core.wording import Wording, worded
 from loans.maths import recommend
 from loans.maths.billing import money
-from loans.models import Contract, Plan, Recommendation
+from loans.models import BurstRequest, Contract, Plan, Recommendation
 from metering import usage
 
 HISTORY_DAYS = max(recommend.LOOKBACKS)
 QUOTA_DAYS = 30
 RESPECT_DECISION = timedelta(days=30)
+QUEUE_WAIT = timedelta(minutes=1)  # a grant later than this waited for GPUs
 Kind = Recommendation.Kind
 
 
@@ -96,15 +97,37 @@ def commitment_draft(contract: Contract, past: History, period_hours: int) -> Dr
     )
 
 
-def quota_drafts(contract: Contract, past: History) -> list[Draft]:
+def pressed_bursts(contract: Contract, now: datetime) -> tuple[int, int]:
+    """Burst requests of the quota lookback that waited in the queue or were refused, and the
+    most GPUs one of them asked for: a team short of GPUs, not one that bursts by plan."""
+    State = BurstRequest.State
+    pressed = [r.gpus for r in BurstRequest.objects.filter(
+        contract=contract, created_at__gte=now - timedelta(days=QUOTA_DAYS)).only(
+            "gpus", "state", "created_at", "decided_at")
+        if r.state in (State.REJECTED, State.EXPIRED, State.QUEUED)
+        or (r.state in (State.GRANTED, State.CANCELLED, State.REVOKED) and r.decided_at
+            and r.decided_at - r.created_at > QUEUE_WAIT)]
+    return len(pressed), max(pressed, default=0)
+
+
+def quota_drafts(contract: Contract, past: History, now: datetime) -> list[Draft]:
     terms = contract.terms()
     recent = QUOTA_DAYS * 24
+    pressed, pressed_gpus = pressed_bursts(contract, now)
     drafts = []
     for advice in recommend.advise_quotas(
             past.peaks[-recent:], past.allocated[-recent:], past.busy[-recent:],
-            base=terms.base_quota_gpus, cap=terms.max_quota_gpus):
+            base=terms.base_quota_gpus, cap=terms.max_quota_gpus, pressed=pressed,
+            pressed_gpus=pressed_gpus):
         e = advice.evidence
-        if advice.kind == "base_quota":
+        if advice.kind == "base_quota" and e.get("scale_up"):
+            wording = worded(gettext_noop(
+                "Raise the base quota to %(new)s GPUs (now %(old)s): %(busy).0f%% of the GPU "
+                "time held over the last %(days)s days was busy, and %(pressed)s burst requests "
+                "waited in the queue or were refused."), {
+                "new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
+                "busy": e["busy_share"] * 100, "days": QUOTA_DAYS, "pressed": pressed})
+        elif advice.kind == "base_quota":
             facts = {"new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
                      "days": QUOTA_DAYS, "p95": f"{e['p95_concurrent_gpus']:,.1f}"}
             if advice.recommended > advice.current:
@@ -208,7 +231,8 @@ def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
         return []
     period_hours = period_hours_of(contract)
     past = history(contract, now)
-    drafts = [commitment_draft(contract, past, period_hours), *quota_drafts(contract, past),
+    drafts = [commitment_draft(contract, past, period_hours),
+              *quota_drafts(contract, past, now),
               plan_draft(contract, past, period_hours)]
     return [d for d in drafts if d is not None]
 

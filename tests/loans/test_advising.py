@@ -185,3 +185,22 @@ def test_a_plan_switch_counts_upfront_fees_and_never_drops_the_guarantee_used(co
     assert "upfront fee of 36,000.00 spread over its 12 months" in draft.wording.english
     fits = {p["plan"]: (p["fits_peak"], p["guarantees_base"]) for p in draft.evidence["plans"]}
     assert fits["No guarantee"] == (True, False) and draft.evidence["base_quota_needed"] == 4
+
+
+def test_bursts_that_waited_or_were_refused_are_the_pressure_the_scale_rule_reads(
+        contract, lead):
+    from datetime import timedelta
+
+    from loans.models import BurstRequest
+    from loans.services.advice import pressed_bursts
+
+    def burst(gpus, state, waited):
+        return BurstRequest.objects.create(
+            contract=contract, gpus=gpus, starts_at=NOW, ends_at=NOW + timedelta(hours=4),
+            reason="x", requested_by=lead, created_at=NOW - timedelta(days=2), state=state,
+            decided_at=NOW - timedelta(days=2) + waited)
+
+    burst(2, "granted", timedelta(seconds=1))  # the pool had room: no pressure
+    burst(3, "rejected", timedelta(0))
+    burst(5, "granted", timedelta(hours=3))  # waited for GPUs to come free
+    assert pressed_bursts(contract, NOW) == (2, 5)

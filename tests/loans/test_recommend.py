@@ -137,3 +137,22 @@ def test_quotas_follow_the_peaks_and_the_busy_share():
 def test_a_plan_s_cost_over_past_periods_is_priced_period_by_period():
     cost = recommend.plan_cost([800.0, 1200.0, 1000.0], Decimal(1000), RC, RO)
     assert cost == 3 * Decimal("10000.00") + 200 * RO
+
+
+def test_a_busy_team_whose_bursts_wait_scales_up_and_an_idle_one_consolidates():
+    hours = 30 * 24
+    peaks, held = [6.0] * hours, [6.0] * hours
+    busy = [5.5] * hours  # 92% of held time busy
+    base = {a.kind: a for a in recommend.advise_quotas(peaks, held, busy, base=8, cap=16,
+                                                       pressed=2, pressed_gpus=4)}["base_quota"]
+    assert (base.current, base.recommended) == (8, 12) and base.evidence["bursts_pressed"] == 2
+    # Without waiting bursts nothing changes: 6 of 8 GPUs at the 95th percentile is 75%.
+    assert [a.kind for a in recommend.advise_quotas(peaks, held, busy, base=8, cap=16)] == []
+    # Never past the cap, and no scale-up when the GPUs held sit idle.
+    capped = recommend.advise_quotas(peaks, held, busy, base=8, cap=10, pressed=1,
+                                     pressed_gpus=8)
+    assert [(a.kind, a.recommended) for a in capped if a.kind == "base_quota"] == [
+        ("base_quota", 10)]
+    idle = recommend.advise_quotas(peaks, held, [1.0] * hours, base=8, cap=16, pressed=3,
+                                   pressed_gpus=4)
+    assert [a.kind for a in idle] == ["consolidate"]
