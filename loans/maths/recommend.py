@@ -150,6 +150,70 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     )
 
 
+TREND_DAMPING = 0.95  # of a period's trend, the share that carries into each later period
+
+
+@dataclass(frozen=True)
+class TermAdvice:
+    """One commitment held for a whole term, from a demand model of whole periods."""
+
+    commitment: Decimal
+    periods: int  # how many whole periods of history the model was fitted to
+    slope: float  # GPU-hours a period, per period (0 with under three periods)
+    p10: list[float]  # each term period's usage band
+    p50: list[float]
+    p90: list[float]
+
+
+def term_commitment(hourly: list[float], *, period_hours: int, months: int,
+                    committed_rate: Decimal, overage_rate: Decimal) -> TermAdvice | None:
+    """The commitment that minimises the expected total over the next `months` periods when
+    it cannot change in between. Demand is a damped linear trend fitted to the history's whole
+    periods (none with under three), plus the deviations of every period-long window (a day
+    apart) from that trend; the term's periods pool into one distribution, whose quantile at
+    1 - r_c / r_o minimises the expected sum of the periods' costs (each is a newsvendor
+    cost with the same C). None without a period of history."""
+    count = len(hourly) // period_hours
+    if count < 1:
+        return None
+    tail = hourly[len(hourly) - count * period_hours:]
+    totals = [sum(tail[k * period_hours:(k + 1) * period_hours]) for k in range(count)]
+    slope, spread = 0.0, statistics.pstdev(totals) if count > 1 else 0.0
+    mean_x, mean_y = (count - 1) / 2, statistics.fmean(totals)
+    sxx = sum((k - mean_x) ** 2 for k in range(count))
+    if count >= 3:
+        fitted = sum((k - mean_x) * (y - mean_y) for k, y in enumerate(totals)) / sxx
+        residuals = [y - mean_y - fitted * (k - mean_x) for k, y in enumerate(totals)]
+        spread = math.sqrt(sum(r * r for r in residuals) / (count - 2))
+        # A trend only where the periods show one: twice its standard error, and every
+        # period moving the same way (one cycle of a season fits a slope too).
+        steps = [b - a for a, b in zip(totals, totals[1:], strict=False)]
+        if (abs(fitted) > 2 * spread / math.sqrt(sxx)
+                and all(step * fitted > 0 for step in steps)):
+            slope = fitted
+    intercept = mean_y - slope * mean_x
+
+    def trend(position: float) -> float:  # position in periods: 0 is the first whole period
+        return intercept + slope * position
+
+    windows = period_windows(tail, period_hours, len(tail) // DAY_HOURS)
+    deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
+    last, carried = trend(count - 1), 0.0
+    bands, pooled = ([], [], []), []
+    for j in range(1, months + 1):
+        carried += slope * TREND_DAMPING ** j
+        centre = max(0.0, last + carried)
+        # Period-to-period noise the windows of one history cannot show: the whole periods'
+        # spread around the trend, at its P10, P50 and P90 (normal).
+        outcomes = [max(0.0, centre + d + z * spread) for d in deviations
+                    for z in (-1.2816, 0.0, 1.2816)]
+        pooled.extend(outcomes)
+        for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
+            band.append(quantile(outcomes, q))
+    commitment = whole(newsvendor(pooled, committed_rate, overage_rate))
+    return TermAdvice(commitment, count, slope, *bands)
+
+
 def forecast(hourly: list[float], period_hours: int) -> list[float]:
     """Next period's usage as the last period's plus each period-to-period change seen in
     the longest lookback (windows a day apart), damped; empty with under two changes."""

@@ -1,6 +1,7 @@
 """The recommenders' maths: newsvendor quantiles, windows, the commitment advice, quotas and
 plan costs."""
 
+import math
 import random
 from decimal import Decimal
 
@@ -156,3 +157,27 @@ def test_a_busy_team_whose_bursts_wait_scales_up_and_an_idle_one_consolidates():
     idle = recommend.advise_quotas(peaks, held, [1.0] * hours, base=8, cap=16, pressed=3,
                                    pressed_gpus=4)
     assert [a.kind for a in idle] == ["consolidate"]
+
+
+def test_a_term_commitment_follows_a_clear_trend_and_ignores_a_season():
+    month = 720
+    steady = recommend.term_commitment([2.0] * (6 * month), period_hours=month, months=12,
+                                       committed_rate=RC, overage_rate=RO)
+    assert steady.slope == 0 and steady.commitment == 1440 and steady.periods == 6
+    assert steady.p10 == steady.p50 == steady.p90 == [1440.0] * 12
+
+    growing = [1.0 + 0.1 * (h // month) for h in range(6 * month)]  # +72 GPU-h a month
+    grown = recommend.term_commitment(growing, period_hours=month, months=12,
+                                      committed_rate=RC, overage_rate=RO)
+    assert grown.slope == pytest.approx(72)
+    last = 1.5 * month  # the sixth month's usage
+    assert grown.p50[0] > last and grown.p50 == sorted(grown.p50)
+    assert grown.commitment > last  # held for a year of growth, it commits above today
+
+    # One cycle of a season fits a slope, but the months do not all move one way.
+    season = [1.0 + 0.5 * math.sin(2 * math.pi * (h // month) / 6) for h in range(6 * month)]
+    seasonal = recommend.term_commitment(season, period_hours=month, months=12,
+                                         committed_rate=RC, overage_rate=RO)
+    assert seasonal.slope == 0
+    assert recommend.term_commitment([1.0] * 100, period_hours=month, months=12,
+                                     committed_rate=RC, overage_rate=RO) is None
