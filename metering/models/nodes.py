@@ -91,8 +91,8 @@ class Node(models.Model):
         help_text=_("Usage no attribution rule claims goes to this tenant."),
     )
     # NULL, not "", so that any number of nodes without a token pass the unique index.
-    token_hash = models.CharField(_("token hash"),   # noqa: DJ001
-        max_length=64, unique=True, null=True, editable=False
+    token_hash = models.CharField(  # noqa: DJ001
+        _("token hash"), max_length=64, unique=True, null=True, editable=False
     )
     token_prefix = models.CharField(_("token"), max_length=16, blank=True, editable=False)
     token_issued_at = models.DateTimeField(_("token issued"), null=True, editable=False)
