@@ -20,7 +20,7 @@ the lowest of the optima (longest lookback, shortest lookback, forecast) is the 
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 
 from loans.maths.billing import gpu_hours, money, period_cost
@@ -102,6 +102,7 @@ class CommitmentAdvice:
     long_optimum: float
     short_optimum: float | None
     drift_optimum: float | None
+    term: "TermAdvice | None" = None  # the term model, when the commitment is held for a term
 
     @property
     def worth_changing(self) -> bool:
@@ -113,10 +114,14 @@ def whole(value: float) -> Decimal:
 
 
 def advise_commitment(hourly: list[float], *, period_hours: int, current: Decimal,
-                      committed_rate: Decimal, overage_rate: Decimal) -> CommitmentAdvice | None:
+                      committed_rate: Decimal, overage_rate: Decimal,
+                      term_months: int | None = None) -> CommitmentAdvice | None:
     """The commitment to ask for, from the longest lookback that has history; the shortest
     lookback is run too and the lower of the two optima taken, so a stale history never drives
-    an over-commitment. None without a period's worth of history."""
+    an over-commitment. None without a period's worth of history.
+
+    With `term_months`, the commitment is held for that many periods: it and its cost curve
+    come from the term model (term_commitment), the expected cost a period over the term."""
     lookback = next((days for days in LOOKBACKS if period_windows(hourly, period_hours, days)),
                     None)
     if lookback is None:
@@ -131,10 +136,19 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     chosen = min(x for x in (long_optimum, short_optimum, drift_optimum) if x is not None)
     recommended = whole(chosen)
     rule = whole(0.8 * statistics.fmean(values))
-    top = max(max(values), float(current), 1.0) * 1.2
+    term = (term_commitment(hourly, period_hours=period_hours, months=term_months,
+                            committed_rate=committed_rate, overage_rate=overage_rate)
+            if term_months else None)
+    priced = values
+    if term is not None:
+        recommended = term.commitment
+        lookback = term.periods * period_hours // DAY_HOURS  # what the model read
+        # The term's pooled periods, as quantiles: the curve's cost stays linear in the grid.
+        priced = [quantile(term.outcomes, k / 200) for k in range(201)]
+    top = max(max(values), max(priced), float(current), 1.0) * 1.2
     grid = sorted({round(top * k / CANDIDATES, 3) for k in range(CANDIDATES + 1)}
                   | {float(recommended), float(current), float(rule)})
-    curve = cost_curve(values, grid, committed_rate, overage_rate)
+    curve = cost_curve(priced, grid, committed_rate, overage_rate)
     by_c = {p.commitment: p for p in curve}
 
     def expected(c: Decimal) -> Decimal:
@@ -147,6 +161,7 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
         lookback_days=lookback, windows=len(values),
         confidence=confidence(values, lookback, period_hours), curve=curve,
         long_optimum=long_optimum, short_optimum=short_optimum, drift_optimum=drift_optimum,
+        term=term,
     )
 
 
@@ -163,6 +178,7 @@ class TermAdvice:
     p10: list[float]  # each term period's usage band
     p50: list[float]
     p90: list[float]
+    outcomes: list[float] = field(default_factory=list, repr=False)  # the term's pooled periods
 
 
 def term_commitment(hourly: list[float], *, period_hours: int, months: int,
@@ -211,7 +227,7 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
             band.append(quantile(outcomes, q))
     commitment = whole(newsvendor(pooled, committed_rate, overage_rate))
-    return TermAdvice(commitment, count, slope, *bands)
+    return TermAdvice(commitment, count, slope, *bands, outcomes=pooled)
 
 
 def forecast(hourly: list[float], period_hours: int) -> list[float]:

@@ -18,7 +18,7 @@ from loans.maths.billing import money
 from loans.models import BurstRequest, Contract, Plan, Recommendation
 from metering import usage
 
-HISTORY_DAYS = max(recommend.LOOKBACKS)
+HISTORY_DAYS = 183  # the term model's whole periods: about six months (bench/backtest.py)
 QUOTA_DAYS = 30
 RESPECT_DECISION = timedelta(days=30)
 QUEUE_WAIT = timedelta(minutes=1)  # a grant later than this waited for GPUs
@@ -55,27 +55,54 @@ def history(contract: Contract, now: datetime) -> History:
                    [h.peak_gpus for h in hours])
 
 
-def commitment_draft(contract: Contract, past: History, period_hours: int) -> Draft | None:
+def periods_ahead(contract: Contract, now: datetime) -> tuple[int, bool]:
+    """How many periods a commitment changed now would be held: the rest of the term after
+    the current period (an amendment applies from the next), or a whole next term when this
+    is the last period (a renewal). And whether it is the renewal."""
+    current = contract.period_at(now)
+    left = sum(1 for p in contract.periods() if current is not None and p.start >= current.end)
+    return (left, False) if left else (contract.terms().term_months, True)
+
+
+def commitment_draft(contract: Contract, past: History, period_hours: int,
+                     now: datetime | None = None) -> Draft | None:
     terms = contract.terms()
+    months, renewal = periods_ahead(contract, now) if now else (None, False)
     advice = recommend.advise_commitment(
         past.allocated, period_hours=period_hours, current=terms.committed_gpu_hours,
-        committed_rate=terms.committed_rate, overage_rate=terms.overage_rate)
+        committed_rate=terms.committed_rate, overage_rate=terms.overage_rate,
+        term_months=months)
     if advice is None or not advice.worth_changing:
         return None
     # Below 1% of the commitment the change is noise, not advice.
     if abs(advice.recommended - advice.current) < advice.current / 100:
         return None
-    return Draft(
-        kind=Kind.COMMITMENT, current=f"{advice.current:.0f}",
-        recommended=f"{advice.recommended:.0f}",
-        wording=worded(gettext_noop(
+    facts = {
+        "recommended": f"{advice.recommended:,.0f}", "current": f"{advice.current:,.0f}",
+        "cost": f"{advice.expected_cost:,.2f}", "current_cost": f"{advice.current_cost:,.2f}",
+        "currency": terms.currency, "rule": f"{advice.rule_of_thumb:,.0f}",
+        "rule_cost": f"{advice.rule_cost:,.2f}", "months": months}
+    if advice.term is None:
+        wording = worded(gettext_noop(
             "Commit %(recommended)s GPU-h a period instead of %(current)s: expected cost "
             "%(cost)s instead of %(current_cost)s %(currency)s a period (the rule of thumb, "
-            "80%% of average use, %(rule)s GPU-h, would cost %(rule_cost)s)."), {
-            "recommended": f"{advice.recommended:,.0f}", "current": f"{advice.current:,.0f}",
-            "cost": f"{advice.expected_cost:,.2f}",
-            "current_cost": f"{advice.current_cost:,.2f}", "currency": terms.currency,
-            "rule": f"{advice.rule_of_thumb:,.0f}", "rule_cost": f"{advice.rule_cost:,.2f}"}),
+            "80%% of average use, %(rule)s GPU-h, would cost %(rule_cost)s)."), facts)
+    elif renewal:
+        wording = worded(gettext_noop(
+            "For the next term (%(months)s periods), commit %(recommended)s GPU-h a period "
+            "instead of %(current)s: expected cost %(cost)s instead of %(current_cost)s "
+            "%(currency)s a period over it (the rule of thumb, 80%% of average use, %(rule)s "
+            "GPU-h, would cost %(rule_cost)s)."), facts)
+    else:
+        wording = worded(gettext_noop(
+            "For the %(months)s periods left in the term, commit %(recommended)s GPU-h a "
+            "period instead of %(current)s: expected cost %(cost)s instead of "
+            "%(current_cost)s %(currency)s a period over them (the rule of thumb, 80%% of "
+            "average use, %(rule)s GPU-h, would cost %(rule_cost)s)."), facts)
+    term = advice.term
+    return Draft(
+        kind=Kind.COMMITMENT, current=f"{advice.current:.0f}",
+        recommended=f"{advice.recommended:.0f}", wording=wording,
         expected_saving=advice.saving, confidence=advice.confidence,
         lookback_days=advice.lookback_days,
         evidence={
@@ -93,6 +120,11 @@ def commitment_draft(contract: Contract, past: History, period_hours: int) -> Dr
             "quantile": round(1 - float(terms.committed_rate / terms.overage_rate), 4),
             "costs": {"recommended": str(advice.expected_cost),
                       "current": str(advice.current_cost), "rule_of_thumb": str(advice.rule_cost)},
+            "term": None if term is None else {
+                "periods": months, "renewal": renewal, "fitted_periods": term.periods,
+                "trend_gpu_hours_per_period": round(term.slope, 1),
+                "p10": [round(v, 1) for v in term.p10], "p50": [round(v, 1) for v in term.p50],
+                "p90": [round(v, 1) for v in term.p90]},
         },
     )
 
@@ -231,7 +263,7 @@ def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
         return []
     period_hours = period_hours_of(contract)
     past = history(contract, now)
-    drafts = [commitment_draft(contract, past, period_hours),
+    drafts = [commitment_draft(contract, past, period_hours, now),
               *quota_drafts(contract, past, now),
               plan_draft(contract, past, period_hours)]
     return [d for d in drafts if d is not None]

@@ -26,6 +26,10 @@ def test_the_job_recommends_a_commitment_and_a_smaller_base_quota(contract, mete
     assert int(commitment.recommended) > 1000 and commitment.current == "1000"
     assert commitment.expected_saving > 0 and commitment.currency == "CNY"
     assert commitment.evidence["quantile"] == pytest.approx(1 / 6, abs=1e-4)
+    # Signed from period 3, held for the 10 periods left in the term: the term model prices it.
+    assert commitment.evidence["term"]["periods"] == 10
+    assert not commitment.evidence["term"]["renewal"]
+    assert commitment.message.startswith("For the 10 periods left in the term, commit ")
     # The story never holds more than 3 GPUs at once: a base quota of 8 sits mostly unused.
     assert (recs["base_quota"].current, recs["base_quota"].recommended) == ("8", "4")
 
@@ -154,7 +158,7 @@ def test_the_same_usage_gets_the_same_commitment_in_february_and_march(contract,
 
     seen = []
     monkeypatch.setattr(advice, "commitment_draft",
-                        lambda contract, past, period_hours: seen.append(period_hours))
+                        lambda contract, past, period_hours, now: seen.append(period_hours))
     monkeypatch.setattr(advice, "plan_draft", lambda *args: None)
     for now in (datetime(2027, 2, 15, tzinfo=UTC), datetime(2027, 3, 15, tzinfo=UTC)):
         advice.drafts_for(contract, now)
@@ -204,3 +208,13 @@ def test_bursts_that_waited_or_were_refused_are_the_pressure_the_scale_rule_read
     burst(3, "rejected", timedelta(0))
     burst(5, "granted", timedelta(hours=3))  # waited for GPUs to come free
     assert pressed_bursts(contract, NOW) == (2, 5)
+
+
+def test_a_commitment_changed_now_is_held_for_the_rest_of_the_term_or_the_next(contract):
+    from datetime import timedelta
+
+    from loans.services.advice import periods_ahead
+
+    assert periods_ahead(contract, NOW) == (10, False)  # period 2 of 12; from period 3 on
+    last = contract.periods()[-1]
+    assert periods_ahead(contract, last.start + timedelta(days=3)) == (12, True)
