@@ -9,9 +9,9 @@ the --term months that follow (a contract's commitment is signed for its term) a
 C * r_c + max(0, U - C) * r_o each month, at overage multipliers 1.2, 1.5, 2.0 and 3.0.
 
   term-aware    loans.maths.recommend.term_commitment (damped trend of whole periods plus the
-                windows' spread, the term's months pooled)
-  daily job     loans.maths.recommend.advise_commitment at the term's start (what the daily
-                job advises: one period's optimum), held
+                windows' and the periods' spread, the term's months pooled): what the daily
+                job advises
+  one period    advise_commitment without a term: one period's optimum, then held
   keep          the first month's usage, never changed
   80% of avg    80% of the average monthly usage (the sources' rule)
   30d / 60d     the commitment with the highest savings over the last 30 or 60 days at an
@@ -50,8 +50,8 @@ START = datetime(2025, 1, 6, tzinfo=UTC)
 RATE = Decimal(10)
 SHAPES = ("steady", "growing", "seasonal", "bursty", "shrinking")
 MULTIPLIERS = (Decimal("1.2"), Decimal("1.5"), Decimal("2.0"), Decimal("3.0"))
-POLICIES = ("term-aware", "daily job", "keep", "80% of avg", "30d", "60d")
-BASELINES = ("daily job", "keep", "80% of avg", "30d", "60d")
+POLICIES = ("term-aware", "one period", "keep", "80% of avg", "30d", "60d")
+BASELINES = ("one period", "keep", "80% of avg", "30d", "60d")
 
 
 def shape_factor(shape: str, month: float, rng: random.Random, bursts: set[int], day: int):
@@ -112,7 +112,7 @@ def replay(hourly: list[float], warmup: int, term: int, overage: Decimal):
                                         committed_rate=RATE, overage_rate=overage)
     chosen = {
         "term-aware": float(model.commitment),
-        "daily job": float(daily.recommended) if daily else 0.0,
+        "one period": float(daily.recommended) if daily else 0.0,
         "keep": first[0],
         "80% of avg": 0.8 * sum(first) / len(first),
         "30d": savings_choice(past, 30, overage),
