@@ -143,8 +143,9 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     if term is not None:
         recommended = term.commitment
         lookback = term.periods * period_hours // DAY_HOURS  # what the model read
-        # The term's pooled periods, as quantiles: the curve's cost stays linear in the grid.
-        priced = [quantile(term.outcomes, k / 200) for k in range(201)]
+        # The term's pooled periods, as 201 quantiles: the curve costs the same at any pool.
+        pool = sorted(term.outcomes)
+        priced = [pool[round(k * (len(pool) - 1) / 200)] for k in range(201)]
     top = max(max(values), max(priced), float(current), 1.0) * 1.2
     grid = sorted({round(top * k / CANDIDATES, 3) for k in range(CANDIDATES + 1)}
                   | {float(recommended), float(current), float(rule)})
