@@ -17,6 +17,7 @@ from loans.maths import recommend
 from loans.maths.billing import money
 from loans.models import BurstRequest, Contract, Plan, Recommendation
 from metering import usage
+from metering.usage.series import tenant_series
 
 HISTORY_DAYS = 183  # the term model's whole periods: about six months (bench/backtest.py)
 QUOTA_DAYS = 30
@@ -48,11 +49,9 @@ def history(contract: Contract, now: datetime) -> History:
     """The tenant's last 90 days by the hour, oldest first, from its first metered hour: hours
     before the meter saw it are no history, not idle time."""
     end = usage.floor_hour(now)
-    hours = usage.tenant_hours(contract.tenant_id, end - timedelta(days=HISTORY_DAYS), end)
-    first = next((k for k, h in enumerate(hours) if h.sample_count), len(hours))
-    hours = hours[first:]
-    return History([h.allocated_gpu_hours for h in hours], [h.busy_gpu_hours for h in hours],
-                   [h.peak_gpus for h in hours])
+    hours = tenant_series(contract.tenant_id, end - timedelta(days=HISTORY_DAYS), end)
+    first = next((k for k, n in enumerate(hours.counts) if n), len(hours.counts))
+    return History(hours.allocated[first:], hours.busy[first:], hours.peaks[first:])
 
 
 def periods_ahead(contract: Contract, now: datetime) -> tuple[int, bool]:
