@@ -56,15 +56,45 @@ def _column(field: models.DecimalField):
 
 
 class FiguresAdmin(admin.ModelAdmin):
-    """The project's model admins: decimal list columns and inputs written as above."""
+    """The project's model admins: decimal list columns and inputs written as above, and, on
+    the pages of records nobody may change (statements, rollups), decimal fields written so
+    too, with `shown_as` naming other fields' written forms ({"period_index": number})."""
 
     formfield_overrides = DECIMAL_INPUTS
+    shown_as: dict = {}
+
+    def _decimals(self) -> dict:
+        return {f.name: f for f in self.model._meta.concrete_fields
+                if isinstance(f, models.DecimalField)}
 
     def get_list_display(self, request):
-        decimals = {f.name: f for f in self.model._meta.concrete_fields
-                    if isinstance(f, models.DecimalField)}
+        decimals = self._decimals()
         return [_column(decimals[name]) if isinstance(name, str) and name in decimals else name
                 for name in super().get_list_display(request)]
+
+    def _shown(self) -> dict:
+        """Each field's written form on a read-only page: one callable a field, kept, since
+        the fields and the read-only fields must name the same ones."""
+        if not hasattr(self, "_shown_cache"):
+            shown = {name: _column(field) for name, field in self._decimals().items()}
+            shown.update({name: getattr(self, method) for name, method in self.shown_as.items()})
+            self._shown_cache = shown
+        return self._shown_cache
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fields
+        shown = self._shown()
+        # Django lists the read-only fields after the form's, so the written forms came twice.
+        return list(dict.fromkeys(shown.get(name, name) if isinstance(name, str) else name
+                                  for name in fields))
+
+    def get_readonly_fields(self, request, obj=None):
+        readonly = super().get_readonly_fields(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return readonly
+        return [*readonly, *self._shown().values()]
 
 
 class FiguresInline:

@@ -181,6 +181,8 @@ class StatementAdmin(ReadOnlyAdmin):
     date_hierarchy = "period_start"
     inlines = [CorrectionLineInline]
 
+    shown_as = {"period_index": "number"}  # 1 for the first, as the pages number them
+
     @admin.display(description=_("period"), ordering="period_index")
     def number(self, statement: Statement) -> int:
         return statement.number

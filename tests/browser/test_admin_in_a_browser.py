@@ -117,6 +117,12 @@ def test_statements_read_as_the_pages_write_numbers_and_a_contract_shows_its_end
     expect(row.locator("td.field-complete")).to_have_text(re.compile(r"^\d{1,3}\.\d%$"))
     expect(row.locator("td.field-total")).to_have_text(re.compile(r"^\d{1,3}(,\d{3})*\.\d\d$"))
     expect(page.locator("#result_list")).not_to_contain_text("000000")
+    # Its page said period 0 and 1000.000000 too.
+    row.locator("th a, td a").first.click()
+    expect(page.locator(".field-number .readonly")).to_have_text("1")
+    expect(page.locator(".field-committed_gpu_hours .readonly")).to_have_text("1,000.0")
+    expect(page.locator(".field-completeness .readonly")).to_have_text(re.compile(r"%$"))
+    expect(page.locator("#content")).not_to_contain_text("000000")
 
     page.goto(f"{live_server.url}/en/tenants/vision/")
     expect(page.locator("#contract-end")).to_have_text("in force until 2027-11-01 00:00")
