@@ -44,7 +44,9 @@ def alerts_page(request: HttpRequest) -> HttpResponse:
         alerts = alerts.filter(tenant__isnull=True)
     elif tenant:
         alerts = alerts.filter(tenant__slug=tenant)
-    by_kind = dict(alerts.values_list("kind").annotate(n=Count("pk")).values_list("kind", "n"))
+    # order_by(): the list's ordering would otherwise join the GROUP BY (a count per moment).
+    by_kind = dict(alerts.order_by().values("kind").annotate(n=Count("pk"))
+                   .values_list("kind", "n"))
     if kind:
         alerts = alerts.filter(kind=kind)
     kept = {"state": state, "kind": kind, "tenant": tenant}

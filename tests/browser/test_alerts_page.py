@@ -2,6 +2,7 @@
 kind and tenant, and kept from leads."""
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.utils.translation import gettext_noop
@@ -22,8 +23,10 @@ def test_an_operator_follows_an_open_alert_count_to_the_alerts_and_filters_them(
     idle = worded(gettext_noop("%(count)s GPUs were held for the last hour at under 5%% "
                                "utilisation (%(gpus)s), costing %(money)s %(currency)s an hour."),
                   {"count": 2, "gpus": "GPU-0001, GPU-0002", "money": "20.00", "currency": "CNY"})
-    Alert.objects.create(tenant=contract.tenant, kind=Alert.Kind.IDLE_GPUS, subject="idle",
-                         message=idle.english, wording=idle.stored(), opened_at=NOW)
+    for hours in (0, 1):  # one kind, opened at two moments
+        Alert.objects.create(tenant=contract.tenant, kind=Alert.Kind.IDLE_GPUS,
+                             subject=f"idle-{hours}", message=idle.english,
+                             wording=idle.stored(), opened_at=NOW - timedelta(hours=hours))
     Alert.objects.create(tenant=None, kind=Alert.Kind.NODE_SILENT, subject="node:x",
                          message="Node x has sent nothing for 5 minutes.", opened_at=NOW)
     open_for_vision = Alert.objects.filter(tenant__slug="vision", state="open")
@@ -39,6 +42,8 @@ def test_an_operator_follows_an_open_alert_count_to_the_alerts_and_filters_them(
     expect(rows.first).to_contain_text(first.text)
 
     kind = open_for_vision.order_by("kind").first().kind
+    counted = page.locator(f"#alert-filters select[name=kind] option[value={kind}]")
+    expect(counted).to_contain_text(f"({open_for_vision.filter(kind=kind).count()})")
     page.select_option("#alert-filters select[name=kind]", kind)
     page.click("#alert-filters button")
     expect(rows).to_have_count(open_for_vision.filter(kind=kind).count())
