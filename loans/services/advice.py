@@ -1,6 +1,7 @@
 """The recommendation job: reads each active contract's hourly history, asks loans.maths.recommend,
 and keeps one open recommendation per contract and kind up to date. A lead's decision is
-respected: a recommendation dismissed or accepted is not raised again with the same value."""
+respected: a recommendation dismissed or accepted is not raised again with the same value,
+or one within ADVICE_MOVE_PERCENT of it, for 30 days."""
 
 import math
 import statistics
@@ -46,8 +47,8 @@ class History:
 
 
 def history(contract: Contract, now: datetime) -> History:
-    """The tenant's last 90 days by the hour, oldest first, from its first metered hour: hours
-    before the meter saw it are no history, not idle time."""
+    """The tenant's last HISTORY_DAYS by the hour, oldest first, from its first metered hour:
+    hours before the meter saw it are no history, not idle time."""
     end = usage.floor_hour(now)
     hours = tenant_series(contract.tenant_id, end - timedelta(days=HISTORY_DAYS), end)
     first = next((k for k, n in enumerate(hours.counts) if n), len(hours.counts))
@@ -64,9 +65,9 @@ def periods_ahead(contract: Contract, now: datetime) -> tuple[int, bool]:
 
 
 def commitment_draft(contract: Contract, past: History, period_hours: int,
-                     now: datetime | None = None) -> Draft | None:
+                     now: datetime) -> Draft | None:
     terms = contract.terms()
-    months, renewal = periods_ahead(contract, now) if now else (None, False)
+    months, renewal = periods_ahead(contract, now)
     advice = recommend.advise_commitment(
         past.allocated, period_hours=period_hours, current=terms.committed_gpu_hours,
         committed_rate=terms.committed_rate, overage_rate=terms.overage_rate,
