@@ -23,8 +23,10 @@ SECOND = timedelta(seconds=1)
 TINY = 1e-150
 PEAK_PLACES = 9  # sums of fractions, rounded so that the order of the sweep cannot show
 
-Sample = tuple[int, datetime, int | None, int, bool, float, float | None]
-# (gpu_id, ts, tenant_id, interval_s, allocated, fraction, util_pct)
+Sample = tuple[int, datetime, int | None, int, bool, float, float | None, bool]
+# (gpu_id, ts, tenant_id, interval_s, allocated, fraction, util_pct, holder_unknown): a sample
+# whose holder the agent's scheduler could not tell counts as reported by nobody (a gap in the
+# device's completeness), whatever it measured.
 
 
 def floor_hour(ts: datetime) -> datetime:
@@ -56,13 +58,14 @@ def tally(samples: Iterable[Sample]) -> tuple[dict, dict]:
     fraction held in it (a device never overlaps itself); a tenant-hour's peak is left at 0
     (it needs every sample of the hour: `peaks`)."""
     by_gpu: dict = {}
-    for gpu_id, ts, tenant_id, interval_s, allocated, fraction, util in samples:
+    for gpu_id, ts, tenant_id, interval_s, allocated, fraction, util, unknown in samples:
         for hour, seconds, starts in parts(ts, interval_s):
             sums = by_gpu.get((gpu_id, tenant_id, hour))
             if sums is None:
                 sums = by_gpu[(gpu_id, tenant_id, hour)] = Sums()
             sums.sample_count += starts
-            sums.reported_s += seconds
+            if not unknown:
+                sums.reported_s += seconds
             if allocated:
                 allocated_s = seconds * fraction
                 sums.allocated_gpu_s += allocated_s
@@ -85,7 +88,7 @@ def peaks(samples: Iterable[Sample], hours: set[tuple[int | None, datetime]] | N
     """The peak of each (tenant, hour) the samples touch (or of `hours` only): the greatest
     sum of fractions of allocated samples covering one moment of the hour."""
     events: dict = defaultdict(list)  # (tenant, hour) -> [(moment, +/- fraction)]
-    for _gpu, ts, tenant_id, interval_s, allocated, fraction, _util in samples:
+    for _gpu, ts, tenant_id, interval_s, allocated, fraction, _util, _unknown in samples:
         if not allocated:
             continue
         end = ts + interval_s * SECOND

@@ -61,7 +61,8 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
         batch, ids = batch.keep(keep), [ids[k] for k in keep]
     columns = [batch.index, ids, batch.ts, _tenants(batch.owner, node),
                owners.ids_of(batch.owner), batch.interval_s, batch.allocated, batch.fraction,
-               batch.util_pct, batch.mem_used_mib, batch.power_w, batch.temp_c]  # store.COLUMNS
+               batch.util_pct, batch.mem_used_mib, batch.power_w, batch.temp_c,
+               batch.holder_unknown]  # store.COLUMNS
     if ids:
         store = store_postgresql if connection.vendor == "postgresql" else store_sqlite
         inserted, refusals = store.write(columns, list(batch.gpu_uuid),

@@ -47,13 +47,15 @@ class Sample:
     gpu_index: int | None
     model: str | None
     owner: dict[str, str] | None
+    holder_unknown: bool  # the agent's scheduler source could not say who held the device
 
     def same_reading(self, other: "Sample") -> bool:
         """Equal in everything a sample measures (what a resent sample must repeat)."""
         return (self.interval_s, self.allocated, self.fraction, self.util_pct,
-                self.mem_used_mib, self.power_w, self.temp_c, self.owner) == (
+                self.mem_used_mib, self.power_w, self.temp_c, self.owner,
+                self.holder_unknown) == (
             other.interval_s, other.allocated, other.fraction, other.util_pct,
-            other.mem_used_mib, other.power_w, other.temp_c, other.owner)
+            other.mem_used_mib, other.power_w, other.temp_c, other.owner, other.holder_unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +265,9 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
     gpu_index = get("gpu_index")
     if gpu_index is not None and (type(gpu_index) is not int or not 0 <= gpu_index <= 32767):
         gpu_index = _integer(raw, "gpu_index", 0, 32767)
+    holder_unknown = get("holder_unknown", False)
+    if type(holder_unknown) is not bool:
+        raise Invalid(f"holder_unknown must be true or false, not {_show(holder_unknown)}")
     return Sample(
         index=index,
         gpu_uuid=uuid,
@@ -278,11 +283,13 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
         gpu_index=gpu_index,
         model=model,
         owner=None if get("owner") is None else owner(get("owner")),
+        holder_unknown=holder_unknown,
     )
 
 
 FIELDS = ("index", "gpu_uuid", "ts", "interval_s", "allocated", "fraction", "util_pct",
-          "mem_used_mib", "mem_total_mib", "power_w", "temp_c", "gpu_index", "model", "owner")
+          "mem_used_mib", "mem_total_mib", "power_w", "temp_c", "gpu_index", "model", "owner",
+          "holder_unknown")
 
 
 @dataclass(slots=True)
@@ -303,6 +310,7 @@ class Columns:
     gpu_index: list
     model: list
     owner: list
+    holder_unknown: list
 
     def __len__(self) -> int:
         return len(self.index)

@@ -26,6 +26,12 @@ SAMPLE = {
             "properties": {key: {"type": "string", "maxLength": 253}
                            for key in ("namespace", "pod", "container", "user", "account", "job")},
         },
+        "holder_unknown": {
+            "type": "boolean", "default": False,
+            "description": "The agent asks a scheduler who holds the device (kubelet, Slurm) "
+                           "and could not read it in this interval: the readings are kept, "
+                           "the interval counts as a gap in completeness. Part of a resent "
+                           "sample's reading."},
     },
 }
 BATCH = {

@@ -3,7 +3,7 @@ databases' writers share.
 
 A batch travels as columns, one list or tuple per name in COLUMNS: (index in the batch, gpu
 id, ts, tenant id, owner id, interval_s, allocated, fraction, util_pct, mem_used_mib, power_w,
-temp_c).
+temp_c, holder_unknown).
 
 The careful check decides each sample against what its device already stored, in time order
 (the writers sort a batch by timestamp first):
@@ -23,10 +23,10 @@ from metering.intake.protocol import taken
 from metering.models import UsageSample
 
 COLUMNS = ("idx", "gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated",
-           "fraction", "util_pct", "mem_used_mib", "power_w", "temp_c")
+           "fraction", "util_pct", "mem_used_mib", "power_w", "temp_c", "holder_unknown")
 # What a resent sample must repeat exactly; anything else under a stored key is a conflict.
 READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "power_w",
-           "temp_c", "owner_id")
+           "temp_c", "owner_id", "holder_unknown")
 REAL = ("util_pct", "power_w")  # stored in four bytes on PostgreSQL
 SECOND = timedelta(seconds=1)
 
@@ -73,14 +73,14 @@ def check(columns: list, stored: dict[int, Intervals], names: list[str],
     """Decide each sample of the batch (columns as COLUMNS) against `stored`, each device's
     stored samples around the batch; `names` are the devices' uuids, for the messages;
     `same(offered, stored)` compares two readings as the database would store them."""
-    index, gpu, ts, _tenant, owner, interval, allocated, fraction, util, memory, power, temp = (
-        columns)
+    (index, gpu, ts, _tenant, owner, interval, allocated, fraction, util, memory, power, temp,
+     unknown) = columns
     accepted, duplicates, rejected = [], 0, []
     for k in range(len(index)):
         held = stored.setdefault(gpu[k], Intervals())
         start, end = ts[k], ts[k] + interval[k] * SECOND
         reading = (interval[k], allocated[k], fraction[k], util[k], memory[k], power[k],
-                   temp[k], owner[k])
+                   temp[k], owner[k], unknown[k])
         if start in held.readings:
             if same(reading, held.readings[start]):
                 duplicates += 1

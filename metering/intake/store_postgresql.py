@@ -28,7 +28,7 @@ from metering.intake.store import COLUMNS
 STORED = COLUMNS[1:]
 COPY = f"COPY metering_usagesample ({', '.join(STORED)}) FROM STDIN (FORMAT BINARY)"
 TYPES = ["int4", "timestamptz", "int4", "int4", "int2", "bool", "float8", "float4", "int4",
-         "float4", "int2"]
+         "float4", "int2", "bool"]
 LOCK = "SELECT id FROM metering_gpu WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
 # Tells the trigger that the statement's samples are checked already; switched back right after
 # it, since a SET LOCAL lasts to the end of the transaction (not of a savepoint), and a caller's
@@ -85,9 +85,9 @@ def _same(offered: tuple, stored: tuple) -> bool:
     """Readings as PostgreSQL stores them: util_pct and power_w in four bytes (and read back
     as their shortest decimal, so both sides go through four bytes)."""
     def kept(reading: tuple) -> tuple:
-        interval, allocated, fraction, util, memory, power, temp, owner = reading
+        interval, allocated, fraction, util, memory, power, temp, owner, unknown = reading
         return (interval, allocated, fraction, store.real(util), memory, store.real(power),
-                temp, owner)
+                temp, owner, unknown)
 
     return kept(offered) == kept(stored)
 

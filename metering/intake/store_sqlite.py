@@ -52,9 +52,10 @@ def _cover(columns: list) -> None:
 def _add_to_rollups(cursor, columns: list) -> set[tuple]:
     """Add the new samples' sums to the hours; returns the (tenant, hour)s touched."""
     adapt = connection.ops.adapt_datetimefield_value
-    _index, gpu, ts, tenant, _owner, interval, allocated, fraction, util, *_rest = columns
+    (_index, gpu, ts, tenant, _owner, interval, allocated, fraction, util, _memory, _power,
+     _temp, unknown) = columns
     by_tenant, by_gpu = rollups.tally(zip(gpu, ts, tenant, interval, allocated, fraction, util,
-                                          strict=True))
+                                          unknown, strict=True))
     for (tenant_id, hour), sums in by_tenant.items():
         cursor.execute(
             "INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s, "

@@ -49,6 +49,7 @@ class Sample(msgspec.Struct, gc=False):
     gpu_index: Annotated[int, Meta(ge=0, le=32767)] | None = None
     model: Annotated[str, Meta(max_length=128)] | None = None
     owner: Owner | None = None
+    holder_unknown: bool = False
 
 
 class Batch(msgspec.Struct):
@@ -91,7 +92,7 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
         return None
     # One C-level transpose: a tuple per field, in Sample's field order.
     (uuids, texts, intervals, allocated, fractions, utils, memory, totals, power, temps,
-     indexes, models, owners) = zip(*map(astuple, samples), strict=True)
+     indexes, models, owners, unknown) = zip(*map(astuple, samples), strict=True)
     if not all(u.isprintable() and u == u.strip() for u in set(uuids)):
         return None
     try:
@@ -106,7 +107,7 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
     if owners is None:
         return None
     return Columns(list(range(len(samples))), uuids, stamps, intervals, allocated, fractions,
-                   utils, memory, totals, power, temps, indexes, models, owners)
+                   utils, memory, totals, power, temps, indexes, models, owners, unknown)
 
 
 def _owners(values: tuple[Owner | None, ...]) -> list[dict | None] | None:

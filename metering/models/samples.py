@@ -84,6 +84,9 @@ class UsageSample(models.Model):
     mem_used_mib = models.PositiveIntegerField(_("memory used (MiB)"), null=True)
     power_w = RealField(null=True)
     temp_c = models.SmallIntegerField(_("temperature (°C)"), null=True)
+    # The agent asked the scheduler who held the device and got no answer: what it measured is
+    # kept, but the interval counts as a gap in completeness, not as reported (migration 0011).
+    holder_unknown = models.BooleanField(_("holder unknown"), default=False, db_default=False)
 
     class Meta:
         verbose_name = _("usage sample")

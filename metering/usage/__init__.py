@@ -183,10 +183,11 @@ def _totals(allocated, busy, count) -> Totals:
 
 def sample_values(samples: models.QuerySet) -> models.QuerySet:
     """Samples as metering.rollups counts them: (gpu_id, ts, tenant_id, interval_s, allocated,
-    fraction, util_pct). util_pct is read as double precision: a four-byte value read as such
-    comes back as its shortest decimal, not the value the database multiplies with."""
+    fraction, util_pct, holder_unknown). util_pct is read as double precision: a four-byte value
+    read as such comes back as its shortest decimal, not the value the database multiplies with."""
     return samples.annotate(util=Cast("util_pct", FloatField())).values_list(
-        "gpu_id", "ts", "tenant_id", "interval_s", "allocated", "fraction", "util")
+        "gpu_id", "ts", "tenant_id", "interval_s", "allocated", "fraction", "util",
+        "holder_unknown")
 
 
 def ceil_hour(ts: datetime) -> datetime:

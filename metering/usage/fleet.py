@@ -7,7 +7,17 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Sum
 
-from metering.models import AttributionRule, DeviceRefusal, Gpu, GpuHour, Node, TenantHour
+from metering.models import (
+    AttributionRule,
+    DeviceRefusal,
+    Gpu,
+    GpuHour,
+    Node,
+    Owner,
+    TenantHour,
+    UsageSample,
+)
+from metering.rollups import HOUR
 from metering.usage import floor_hour, sums_in
 
 COMPLETENESS_WINDOW = timedelta(hours=24)
@@ -163,6 +173,30 @@ def held_whole_hour(hour: datetime) -> list[tuple[int, int, float, float]]:
     rows = GpuHour.objects.filter(hour=hour, tenant__isnull=False,
                                   allocated_gpu_s__gte=3600 * 0.999)
     return list(rows.values_list("tenant_id", "gpu_id", "allocated_gpu_s", "busy_gpu_s"))
+
+
+def holders_in(hour: datetime, gpu_ids: set[int]) -> dict[int, str]:
+    """Who held each of these GPUs in `hour`, by the owner its allocated samples named most:
+    a pod as namespace/pod, a Slurm job as "job N (account)" (what the idle-GPU alert names);
+    GPUs whose samples named nobody are left out."""
+    counts = (UsageSample.objects.filter(gpu_id__in=gpu_ids, ts__gte=hour, ts__lt=hour + HOUR,
+                                         allocated=True, owner__isnull=False)
+              .values_list("gpu_id", "owner_id").annotate(n=Count("*")).order_by("gpu_id", "-n",
+                                                                                  "owner_id"))
+    most: dict[int, int] = {}
+    for gpu_id, owner_id, _n in counts:
+        most.setdefault(gpu_id, owner_id)
+    owners = Owner.objects.in_bulk(set(most.values()))
+    named = {gpu_id: holder_label(owners[owner_id]) for gpu_id, owner_id in most.items()}
+    return {gpu_id: label for gpu_id, label in named.items() if label}
+
+
+def holder_label(owner: Owner) -> str:
+    if owner.pod:
+        return f"{owner.namespace}/{owner.pod}" if owner.namespace else owner.pod
+    if owner.job:
+        return f"job {owner.job} ({owner.account})" if owner.account else f"job {owner.job}"
+    return ""
 
 
 def silent_nodes(since: datetime) -> list[Node]:

@@ -17,7 +17,7 @@ SAMPLE_TYPES = TYPES
 TABLE = """CREATE TEMPORARY TABLE IF NOT EXISTS copied (
     gpu_id integer, ts timestamptz, tenant_id integer, owner_id integer, interval_s smallint,
     allocated boolean, fraction float8, util_pct real, mem_used_mib integer, power_w real,
-    temp_c smallint)"""
+    temp_c smallint, holder_unknown boolean)"""
 
 
 def test_a_row_is_a_field_count_then_each_field_as_length_and_network_order_value():
@@ -53,12 +53,14 @@ def copied(columns: list) -> list[tuple]:
 
 
 EXAMPLE = [
-    (1, datetime(2026, 11, 30, 12, tzinfo=UTC), 9, 4, 60, True, 1.0, 37.5, 40_000, 350.25, 61),
+    (1, datetime(2026, 11, 30, 12, tzinfo=UTC), 9, 4, 60, True, 1.0, 37.5, 40_000, 350.25, 61,
+     False),
     (2_147_483_647, datetime(2026, 11, 30, 20, 1, 2, 345678, tzinfo=timezone(timedelta(hours=8))),
-     None, None, 1, False, 0.125, None, None, None, None),
-    (3, datetime(2026, 11, 30, 12, tzinfo=UTC), 9, 4, 3600, True, 5e-324, 0.0, 0, 0.0, -100),
+     None, None, 1, False, 0.125, None, None, None, None, True),
+    (3, datetime(2026, 11, 30, 12, tzinfo=UTC), 9, 4, 3600, True, 5e-324, 0.0, 0, 0.0, -100,
+     False),
     (4, datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), 2**31 - 1, 5, 30, True, 1.0,
-     100.0, 2_147_483_647, 1e5, 250),
+     100.0, 2_147_483_647, 1e5, 250, False),
 ]
 
 
@@ -89,6 +91,7 @@ sample_rows = st.lists(st.tuples(
     nullable(st.integers(-(2**31), 2**31 - 1)),
     nullable(reals),
     nullable(st.integers(-(2**15), 2**15 - 1)),
+    st.booleans(),
 ), min_size=1, max_size=20)
 
 

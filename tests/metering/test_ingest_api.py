@@ -9,7 +9,7 @@ from django.db import connection
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from metering.models import AttributionRule, Gpu, Node, TenantHour, UsageSample
+from metering.models import AttributionRule, Gpu, GpuHour, Node, TenantHour, UsageSample
 from tests.helpers import assert_rollups_equal_a_recount
 
 URL = "/api/v1/samples"
@@ -406,3 +406,30 @@ def test_a_retry_after_the_database_connection_was_lost_is_counted_once(transact
     assert response.status_code == 202, response.content[:300]
     assert response.json() == {"accepted": 1, "duplicates": 3, "rejected": []}
     assert_rollups_equal_a_recount()
+
+
+def test_a_sample_whose_holder_is_unknown_is_kept_but_counts_as_a_gap_in_completeness(
+        client, token, tenant):
+    """An agent whose scheduler could not be read marks its samples (agent.holders): what they
+    measured is stored, and their time is not reported time, on either database."""
+    unknown = [sample(0, k, allocated=False, owner=None, holder_unknown=True) for k in range(5)]
+    known = [sample(1, k) for k in range(5)]
+    assert post(client, token, unknown + known).json() == {"accepted": 10, "duplicates": 0,
+                                                           "rejected": []}
+    stored = dict(UsageSample.objects.values_list("gpu__uuid", "holder_unknown").distinct())
+    assert stored == {"GPU-0000": True, "GPU-0001": False}
+    reported = {row.gpu.uuid: row.reported_s
+                for row in GpuHour.objects.select_related("gpu")}
+    assert reported == {"GPU-0000": 0.0, "GPU-0001": 300.0}
+    assert_rollups_equal_a_recount()
+    # A resend must repeat the mark: the same key with another answer is a conflict.
+    again = post(client, token, [sample(0, 0, allocated=False, owner=None)]).json()
+    assert again["rejected"][0]["error"].startswith("conflict")
+    assert post(client, token, unknown).json()["duplicates"] == 5
+
+
+def test_a_holder_unknown_that_is_not_true_or_false_rejects_only_its_sample(client, token):
+    answer = post(client, token, [sample(0, 0, holder_unknown="yes"), sample(0, 1)]).json()
+    assert answer["accepted"] == 1
+    assert answer["rejected"] == [{"index": 0,
+                                   "error": "holder_unknown must be true or false, not yes"}]

@@ -32,11 +32,11 @@ def test_floor_hour_is_the_utc_hour_start():
 
 def test_recount_sums_seconds_busy_share_and_the_peak_at_one_instant():
     rows = [
-        (1, T0, 7, 60, True, 1.0, 100.0),
-        (2, T0, 7, 60, True, 0.5, 50.0),
-        (1, T0 + timedelta(minutes=1), 7, 60, True, 1.0, 0.0),
-        (3, T0, 7, 60, False, 1.0, None),
-        (3, T0 + timedelta(minutes=1), None, 60, True, 1.0, 10.0),
+        (1, T0, 7, 60, True, 1.0, 100.0, False),
+        (2, T0, 7, 60, True, 0.5, 50.0, False),
+        (1, T0 + timedelta(minutes=1), 7, 60, True, 1.0, 0.0, False),
+        (3, T0, 7, 60, False, 1.0, None, False),
+        (3, T0 + timedelta(minutes=1), None, 60, True, 1.0, 10.0, False),
     ]
     by_tenant, by_gpu = recount(rows)
     sums = by_tenant[(7, T0)]
@@ -47,6 +47,16 @@ def test_recount_sums_seconds_busy_share_and_the_peak_at_one_instant():
     assert by_tenant[(None, T0)].allocated_gpu_s == 60
     assert by_gpu[(2, 7, T0)].peak_gpus == 0.5
     assert by_gpu[(3, 7, T0)].allocated_gpu_s == 0
+
+
+def test_a_sample_whose_holder_is_unknown_is_counted_but_not_as_reported_time():
+    rows = [(1, T0, None, 60, False, 1.0, 80.0, True), (1, T0 + timedelta(minutes=1), 7, 60,
+                                                       True, 1.0, 80.0, False)]
+    by_tenant, by_gpu = recount(rows)
+    assert by_gpu[(1, None, T0)].sample_count == 1
+    assert by_gpu[(1, None, T0)].reported_s == 0  # a gap in the device's completeness
+    assert by_gpu[(1, 7, T0)].reported_s == 60
+    assert by_tenant[(None, T0)].reported_s == 0 and by_tenant[(7, T0)].reported_s == 60
 
 
 def test_rebuilt_rollups_equal_the_raw_samples_and_replace_stale_ones(tenant, gpus):
