@@ -1,6 +1,8 @@
 """Polls in, protocol-v1 samples out: one sample per GPU per interval, aligned to wall-clock
 multiples of the interval. Mean utilisation and power, highest memory and temperature,
-allocated if any poll saw a process, owner of the process seen in the most polls."""
+allocated if any poll saw a process (or, with a scheduler source, saw the device held), owner
+of the process (or holder) seen in the most polls; marked holder_unknown when a scheduler
+source could not be read at some poll of the interval."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ class _Gpu:
     memory: int | None = None
     temp: int | None = None
     allocated: bool = False
+    holder_unknown: bool = False
     owners: Counter = field(default_factory=Counter)
 
     def add(self, reading: Reading) -> None:
@@ -35,6 +38,7 @@ class _Gpu:
         if reading.temp_c is not None:
             self.temp = reading.temp_c if self.temp is None else max(self.temp, reading.temp_c)
         self.allocated = self.allocated or reading.allocated
+        self.holder_unknown = self.holder_unknown or reading.holder_unknown
         owners = [p.owner for p in reading.processes if p.owner] or (
             [reading.owner] if reading.owner else [])
         for owner in owners:
@@ -43,7 +47,7 @@ class _Gpu:
     def sample(self, start: datetime, interval_s: int) -> dict:
         last = self.last
         owner = dict(self.owners.most_common(1)[0][0]) if self.owners else None
-        return {
+        sample = {
             "gpu_uuid": last.uuid, "gpu_index": last.index, "model": last.model,
             "mem_total_mib": last.mem_total_mib,
             "ts": start.isoformat().replace("+00:00", "Z"), "interval_s": interval_s,
@@ -53,6 +57,9 @@ class _Gpu:
             "power_w": round(sum(self.power) / len(self.power), 3) if self.power else None,
             "temp_c": self.temp, "owner": owner,
         }
+        if self.holder_unknown:  # an optional field of protocol v1: only when it is true
+            sample["holder_unknown"] = True
+        return sample
 
 
 class Aggregator:

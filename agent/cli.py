@@ -14,6 +14,7 @@ from pathlib import Path
 from agent import __version__
 from agent.aggregate import Aggregator
 from agent.client import Client
+from agent.holders import KUBELET_SOCKET, SOURCES, Holders, source_for
 from agent.readings import CollectorError
 from agent.runner import Agent
 from agent.spool import Spool
@@ -52,6 +53,16 @@ def collector_name(text: str) -> str:
         f"{text!r}: choose nvml, dcgm, nvidia-smi, fake or fake:N (N from 1 to 1024)")
 
 
+def holders_for(args) -> Holders | None:
+    """The allocation source the options name, or None for the collector's processes."""
+    if args.allocation_every < 0:
+        raise SystemExit("gpuloans-agent: --allocation-every must be 0 or more seconds")
+    source = source_for(args.allocation_source, node=args.node,
+                        kubelet_socket=args.kubelet_socket, slurm_node=args.slurm_node,
+                        resource_prefix=args.kubelet_resource_prefix)
+    return Holders(source, every=args.allocation_every) if source else None
+
+
 def read_token(path: Path) -> str:
     try:
         mode = path.stat().st_mode
@@ -77,6 +88,23 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dcgm-url", default="http://127.0.0.1:9400/metrics",
                    help="dcgm-exporter's metrics address, for --collector dcgm "
                         "(default http://127.0.0.1:9400/metrics)")
+    p.add_argument("--allocation-source", default="processes", choices=SOURCES,
+                   help="who holds each GPU: processes (default: a GPU running a process is "
+                        "allocated to its owner), kubelet (the pods the kubelet assigned it "
+                        "to) or slurm (the jobs Slurm gave it to); utilisation still comes "
+                        "from --collector")
+    p.add_argument("--kubelet-socket", default=KUBELET_SOCKET,
+                   help=f"the kubelet's pod-resources socket, for --allocation-source kubelet "
+                        f"(default {KUBELET_SOCKET})")
+    p.add_argument("--kubelet-resource-prefix", default="nvidia.com/",
+                   help="resources whose devices are GPUs (default nvidia.com/, which holds "
+                        "nvidia.com/gpu and the nvidia.com/mig-* resources)")
+    p.add_argument("--slurm-node", default=None,
+                   help="this node's name in Slurm, for --allocation-source slurm "
+                        "(default: --node)")
+    p.add_argument("--allocation-every", type=float, default=15.0,
+                   help="seconds between questions to the allocation source; polls in between "
+                        "use its last answer (default 15)")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
     p.add_argument("--interval", type=int, default=60, help="seconds a sample covers (60)")
     p.add_argument("--spool-dir", type=Path, default=Path("/var/lib/gpuloans-agent/spool"),
@@ -97,11 +125,14 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(message)s")
     if not 0.1 <= args.poll <= args.interval or not 1 <= args.interval <= 3600:
         raise SystemExit("gpuloans-agent: need 0.1 <= --poll <= --interval <= 3600 seconds")
+    holders = holders_for(args)
     if args.once:
         try:
             readings = collector_for(args).poll()
         except CollectorError as error:
             raise SystemExit(f"gpuloans-agent: {error}") from None
+        if holders is not None:
+            readings = holders.apply(readings)
         aggregator = Aggregator(args.interval)
         now = datetime.now(UTC)
         aggregator.add(readings, now)
@@ -128,11 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         spool = Spool(args.spool_dir, int(args.spool_max_mb * 1024 * 1024))
     except OSError as error:
         raise SystemExit(f"gpuloans-agent: cannot use the spool directory: {error}") from None
-    agent = Agent(collector, spool, client, poll_s=args.poll, interval_s=args.interval)
-    log.info("gpuloans-agent %s: node %s, server %s, collector %s, a sample every %d s "
-             "(polled every %g s), spool %s (%d batches waiting)", __version__, args.node,
-             args.server, args.collector, args.interval, args.poll, args.spool_dir,
-             len(spool.pending()))
+    agent = Agent(collector, spool, client, poll_s=args.poll, interval_s=args.interval,
+                  holders=holders)
+    log.info("gpuloans-agent %s: node %s, server %s, collector %s, allocation from %s, a sample "
+             "every %d s (polled every %g s), spool %s (%d batches waiting)", __version__,
+             args.node, args.server, args.collector, args.allocation_source, args.interval,
+             args.poll, args.spool_dir, len(spool.pending()))
     # systemd and Kubernetes stop with SIGTERM: finish the poll, let the sender end its
     # batch, and say so, as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: agent.stopping.set())

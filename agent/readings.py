@@ -31,6 +31,9 @@ class Reading:
     processes: tuple[Process, ...] = field(default_factory=tuple)
     owner: dict[str, str] | None = None  # when the source names it (dcgm-exporter pod labels)
     error: str | None = None
+    # A scheduler was asked who holds the device and could not answer: allocated and owner
+    # are unknown, not "free" (agent.holders).
+    holder_unknown: bool = False
 
     @property
     def allocated(self) -> bool:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from agent.aggregate import Aggregator
 from agent.client import Backoff, Client
+from agent.holders import Holders
 from agent.readings import CollectorError
 from agent.spool import Spool
 
@@ -16,8 +17,9 @@ log = logging.getLogger("gpuloans-agent")
 
 class Agent:
     def __init__(self, collector, spool: Spool, client: Client, *, poll_s: float = 5.0,
-                 interval_s: int = 60):
+                 interval_s: int = 60, holders: Holders | None = None):
         self.collector, self.spool, self.client = collector, spool, client
+        self.holders = holders  # None: the collector's processes say who holds a GPU
         self.poll_s = poll_s
         self.aggregator = Aggregator(interval_s)
         self.stopping = threading.Event()
@@ -44,6 +46,8 @@ class Agent:
         for reading in readings:
             if reading.error:
                 log.error("%s", reading.error)
+        if self.holders is not None:
+            readings = self.holders.apply(readings)
         self.aggregator.add(readings, now)
         done = self.aggregator.completed(now)
         if done:

@@ -12,6 +12,7 @@ from django.utils import translation
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
 from metering.intake.ingest import forget_gpus
+from tests.slurm import Slurm
 
 PASSWORD = "a-long-test-password"
 
@@ -92,3 +93,11 @@ def contract(tenant, plan) -> Contract:
     contract.full_clean()
     contract.save()
     return contract
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory) -> Slurm:
+    """A real Slurm controller and node (tests/slurm.py), one for the whole run."""
+    cluster = Slurm(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()

@@ -101,12 +101,16 @@ def idle_conditions(now: datetime, contracts: list[Contract]) -> list[Condition]
     for tenant_id, gpu_id, allocated, busy in fleet.held_whole_hour(hour):
         if busy < IDLE_UTIL * allocated:
             idle.setdefault(tenant_id, []).append(gpu_id)
-    labels = fleet.gpu_labels({g for gpus in idle.values() for g in gpus})
+    everyone = {g for gpus in idle.values() for g in gpus}
+    labels, holders = fleet.gpu_labels(everyone), fleet.holders_in(hour, everyone)
     out = []
     for tenant_id, gpus in idle.items():
         rate = terms[tenant_id].committed_rate if tenant_id in terms else Decimal(0)
         cost = (len(gpus) * rate).quantize(Decimal("0.01"))
-        names = sorted(labels.get(g, str(g)) for g in gpus)
+        # Named by the pod or job that held each (a scheduler source says even when no
+        # process ran), so that a lead knows whom to ask.
+        names = sorted(labels.get(g, str(g)) + (f" ({holders[g]})" if g in holders else "")
+                       for g in gpus)
         wording = worded(gettext_noop(
             "%(count)s GPUs were held for the last hour at under 5%% utilisation (%(gpus)s), "
             "costing %(money)s %(currency)s an hour."), {

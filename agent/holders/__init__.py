@@ -1,0 +1,111 @@
+"""Who holds each GPU, asked of the scheduler instead of read off the running processes.
+
+Commitments are billed on what a team holds: a pod or a Slurm job that holds 8 GPUs and runs on
+one holds 8. With a scheduler source the collector still reads utilisation, memory and power;
+the source only says which devices are held and by whom, and a held device is allocated whether
+or not a process runs on it:
+
+- `kubelet` (agent.holders.kubelet): the kubelet's pod-resources API on the node's socket; the
+  owner is the pod's namespace, pod and container. Time-sliced replicas (`<uuid>::<n>`) become
+  devices of their own, each 1/replicas of its GPU.
+- `slurm` (agent.holders.slurm): the jobs running on this node and the GPU indices each holds;
+  the owner is the job's account, user and job id.
+
+A source that cannot be read (socket gone, slurmctld down) is said once, and the polls go on:
+each device's reading is marked holder_unknown, never filled in from the processes, so the
+server counts that time as a gap in its completeness rather than as idle GPUs.
+"""
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from agent.readings import Reading
+
+log = logging.getLogger("gpuloans-agent")
+
+SOURCES = ("processes", "kubelet", "slurm")
+KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+
+class HolderError(Exception):
+    """The scheduler could not be asked (socket missing, controller down, unreadable answer)."""
+
+
+class Holdings(Protocol):
+    """One answer of a scheduler: who holds what at that moment."""
+
+    def apply(self, readings: list[Reading]) -> list[Reading]:
+        """The readings with allocation and owner as the scheduler says."""
+
+    def unknown(self, readings: list[Reading]) -> list[Reading]:
+        """The readings laid out as this answer knew the devices, marked holder_unknown."""
+
+
+class Source(Protocol):
+    name: str
+
+    def read(self) -> Holdings:
+        """The scheduler's answer now, or HolderError."""
+
+
+def held(reading: Reading, owner: dict[str, str] | None, **changes) -> Reading:
+    """A reading as a scheduler source sees it: allocated exactly when held (the processes
+    say nothing about it any more), owned by its holder."""
+    return dataclasses.replace(reading, processes=(), owner=owner, holder_unknown=False,
+                               **changes)
+
+
+def unknown(reading: Reading, **changes) -> Reading:
+    return dataclasses.replace(reading, processes=(), owner=None, holder_unknown=True, **changes)
+
+
+class Holders:
+    """A source asked at most every `every` seconds (a controller serves every node; the
+    answer in between is the last one), its failures said once and its recovery said too."""
+
+    def __init__(self, source: Source, every: float = 15.0,
+                 clock: Callable[[], float] = time.monotonic):
+        self.source, self.every, self.clock = source, every, clock
+        self.last: Holdings | None = None
+        self.asked_at: float | None = None
+        self.failing: str | None = None
+
+    def apply(self, readings: list[Reading]) -> list[Reading]:
+        now = self.clock()
+        if self.asked_at is None or now - self.asked_at >= self.every:
+            self.asked_at = now
+            self._ask()
+        if self.failing is not None or self.last is None:
+            layout = self.last
+            return layout.unknown(readings) if layout else [unknown(r) for r in readings]
+        return self.last.apply(readings)
+
+    def _ask(self) -> None:
+        try:
+            answer = self.source.read()
+        except HolderError as error:
+            if self.failing is None:
+                log.error("cannot read who holds the GPUs from %s: %s; samples are sent "
+                          "marked holder_unknown until it answers", self.source.name, error)
+            self.failing = str(error)
+            return
+        if self.failing is not None:
+            log.warning("%s answers again: who holds the GPUs is known", self.source.name)
+        self.failing, self.last = None, answer
+
+
+def source_for(name: str, *, node: str, kubelet_socket: str, slurm_node: str | None,
+               resource_prefix: str) -> Source | None:
+    """The named source (None for `processes`, the collector's own view)."""
+    if name == "kubelet":
+        from agent.holders.kubelet import KubeletSource
+
+        return KubeletSource(kubelet_socket, resource_prefix=resource_prefix)
+    if name == "slurm":
+        from agent.holders.slurm import SlurmSource
+
+        return SlurmSource(slurm_node or node)
+    return None
