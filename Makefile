@@ -47,7 +47,8 @@ test: lint debian
 bench-ingest: install-dev
 	$(BIN)/python bench/ingest.py
 
-# The agent's CPU and memory with 8 simulated GPUs at the default poll and interval.
+# The agent's CPU and memory with 8 simulated GPUs at the default poll and interval, for each
+# allocation source (processes, kubelet, slurm).
 bench-agent: install-dev
 	$(BIN)/python bench/agent.py
 

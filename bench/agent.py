@@ -1,10 +1,15 @@
-"""The agent's own cost: CPU share of one core and resident memory, 8 fake GPUs at the defaults.
+"""The agent's own cost: CPU share of one core and resident memory, 8 fake GPUs at the defaults,
+with each allocation source.
 
-    .venv/bin/python bench/agent.py [--seconds 120] [--gpus 8]
+    .venv/bin/python bench/agent.py [--seconds 60] [--gpus 8] [--sources processes,kubelet,slurm]
 
 Runs gpuloans-agent (--collector fake:N, --poll 5, --interval 60) against a stub server on
-loopback that accepts every batch, then reads the process's CPU time and peak RSS from /proc.
-Targets: under 1% of one core and under 60 MB resident.
+loopback that accepts every batch, once per allocation source, then reads the process's CPU
+time (its children's included: the scontrol it runs) and peak RSS from /proc. The kubelet source
+asks a stand-in kubelet (agent.holders.stand_in: the real gRPC API on a unix socket) that has
+given half the GPUs to pods; the Slurm source runs a stand-in scontrol that prints two jobs
+holding half the GPUs (the agent's parsing and process start are measured, slurmctld's work is
+not). Targets: under 1% of one core and under 60 MB resident.
 """
 
 import argparse
@@ -19,6 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# The agent package, not this file (whose folder Python puts first on the path).
+sys.path.insert(0, str(ROOT))
 
 
 class Stub(http.server.BaseHTTPRequestHandler):
@@ -40,8 +47,9 @@ class Stub(http.server.BaseHTTPRequestHandler):
 
 
 def cpu_seconds(pid: int) -> float:
+    """The process's CPU time and its waited-for children's."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -51,34 +59,80 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=120)
-    parser.add_argument("--gpus", type=int, default=8)
-    args = parser.parse_args()
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with tempfile.TemporaryDirectory() as folder:
-        token = Path(folder) / "token"
+# Two jobs holding half the GPUs, as Slurm 22.05 prints them (cut short).
+JOBS = [
+    f"JobId={job} UserId={user}(100{job % 10}) Account={account} JobState=RUNNING Partition=gpu "
+    f"NodeList=bench JOB_GRES=gpu:2   Nodes=bench CPU_IDs=0-3 Mem=0 GRES=gpu:h100:2(IDX:{idx}) "
+    "MinCPUsNode=1"
+    for job, user, account, idx in ((101, "alice", "team-a", "0-1"), (102, "bob", "proj-x", "2-3"))
+]
+SCONTROL = "#!/bin/sh\ncat <<'JOBS'\n" + "\n".join(JOBS) + "\nJOBS\n"
+
+
+def source_options(source: str, folder: Path, gpus: int) -> tuple[list[str], dict, object]:
+    """The agent's options and environment for `source`, and whatever serves it."""
+    if source == "kubelet":
+        from agent.collectors.fake import FakeCollector
+        from agent.holders.stand_in import Assignment, Node, serve
+
+        uuids = FakeCollector(gpus, node="bench").uuids
+        node = Node(allocatable={"nvidia.com/gpu": uuids},
+                    assignments=[Assignment("team-a", f"train-{k}", "main", [uuid])
+                                 for k, uuid in enumerate(uuids[: gpus // 2])])
+        socket = folder / "kubelet.sock"
+        return (["--allocation-source", "kubelet", "--kubelet-socket", str(socket)], {},
+                serve(str(socket), node))
+    if source == "slurm":
+        scontrol = folder / "bin" / "scontrol"
+        scontrol.parent.mkdir()
+        scontrol.write_text(SCONTROL)
+        scontrol.chmod(0o755)
+        return (["--allocation-source", "slurm"],
+                {"PATH": f"{scontrol.parent}:{os.environ['PATH']}"}, None)
+    return [], {}, None
+
+
+def measure(source: str, seconds: float, gpus: int, port: int) -> tuple[float, float]:
+    """CPU share of one core and peak RSS (MB) of the agent with `source`."""
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        token = folder / "token"
         token.write_text("gpln_bench")
         token.chmod(0o600)
+        options, env, served = source_options(source, folder, gpus)
         agent = subprocess.Popen(  # noqa: S603 - our own agent
-            [sys.executable, "-m", "agent.cli", "--collector", f"fake:{args.gpus}",
-             "--server", f"http://127.0.0.1:{server.server_port}", "--token-file", str(token),
-             "--spool-dir", str(Path(folder) / "spool"), "--node", "bench"],
-            cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING"})
-        time.sleep(1.0)  # start-up (imports) is not the steady state
+            [sys.executable, "-m", "agent.cli", "--collector", f"fake:{gpus}",
+             "--server", f"http://127.0.0.1:{port}", "--token-file", str(token),
+             "--spool-dir", str(folder / "spool"), "--node", "bench", *options],
+            cwd=ROOT, env={**os.environ, "LOG_LEVEL": "WARNING", **env})
+        time.sleep(1.5)  # start-up (imports) is not the steady state
         start_cpu, started = cpu_seconds(agent.pid), time.monotonic()
-        time.sleep(args.seconds)
+        time.sleep(seconds)
         used, elapsed = cpu_seconds(agent.pid) - start_cpu, time.monotonic() - started
         rss = peak_rss_mb(agent.pid)
         agent.terminate()
         agent.wait(timeout=15)
+        if served is not None:
+            served.stop(None)
+    return used / elapsed, rss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=60, help="for each source")
+    parser.add_argument("--gpus", type=int, default=8)
+    parser.add_argument("--sources", default="processes,kubelet,slurm")
+    args = parser.parse_args()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"{args.gpus} fake GPUs, poll 5 s, interval 60 s, {args.seconds:g} s a source",
+          flush=True)
+    for source in args.sources.split(","):
+        share, rss = measure(source, args.seconds, args.gpus, server.server_port)
+        print(f"  allocation from {source:<10} CPU {share:.2%} of one core (target < 1%), "
+              f"peak RSS {rss:.1f} MB (target < 60 MB)", flush=True)
     server.shutdown()
-    share = used / elapsed
-    print(f"{args.gpus} fake GPUs, poll 5 s, interval 60 s, {elapsed:.0f} s: "
-          f"CPU {share:.2%} of one core (target < 1%), peak RSS {rss:.1f} MB (target < 60 MB), "
-          f"{Stub.batches} batches posted")
+    print(f"{Stub.batches} batches posted")
 
 
 if __name__ == "__main__":
