@@ -19,6 +19,9 @@ app.conf.beat_schedule = {
     "purge-old-samples": {"task": "metering.tasks.purge_old_samples",
                           "schedule": crontab(minute=17, hour=3)},
     "refresh-peaks": {"task": "metering.tasks.refresh_peaks", "schedule": 60.0},
+    # Both do nothing unless SLURM_CLUSTER (and SLURM_APPLY_QUOTAS) are set.
+    "import-slurm-usage": {"task": "metering.tasks.import_slurm_usage", "schedule": 900.0},
+    "apply-slurm-limits": {"task": "loans.tasks.apply_slurm_limits", "schedule": 300.0},
     "close-periods": {"task": "loans.tasks.close_periods", "schedule": crontab(minute=7)},
     "check-alerts": {"task": "loans.tasks.check_alerts", "schedule": 300.0},
     "grant-bursts": {"task": "loans.tasks.grant_bursts", "schedule": 60.0},

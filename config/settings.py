@@ -304,6 +304,15 @@ LATE_DATA_GRACE_HOURS = env_int("LATE_DATA_GRACE_HOURS", 2)
 # this long; devices seen within the capacity window count in pools and in device limits.
 DEVICE_MOVE_MINUTES = env_int("DEVICE_MOVE_MINUTES", 10, minimum=1)
 CAPACITY_WINDOW_HOURS = env_int("CAPACITY_WINDOW_HOURS", 24, minimum=1)
+# Slurm as a second meter and as the enforcer (metering.accounting, loans.services.slurm_limits):
+# the cluster whose Slurm this server's client commands reach; empty: the beat jobs do nothing.
+SLURM_CLUSTER = env_str("SLURM_CLUSTER")
+SLURM_IMPORT_DAYS = env_int("SLURM_IMPORT_DAYS", 35, minimum=1)  # a first import reaches back
+SLURM_APPLY_QUOTAS = env_bool("SLURM_APPLY_QUOTAS", False)  # contracts into Slurm limits
+# A tenant-day whose agents' and Slurm's GPU-hours differ by more than this share (and by at
+# least SLURM_MISMATCH_MIN_GPU_HOURS) opens an alert.
+SLURM_MISMATCH_PERCENT = env_int("SLURM_MISMATCH_PERCENT", 5, minimum=1)
+SLURM_MISMATCH_MIN_GPU_HOURS = env_int("SLURM_MISMATCH_MIN_GPU_HOURS", 1)
 # Who issues the statements: the InvoiceIssuerName and ProviderName of the FOCUS export.
 INVOICE_ISSUER = env_str("INVOICE_ISSUER", "gpuloans")
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)

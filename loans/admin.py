@@ -17,6 +17,7 @@ from loans.models import (
     PendingTask,
     Plan,
     Recommendation,
+    SlurmLimitChange,
     Tenant,
 )
 from loans.services import bursts, fleet_status, ledger
@@ -305,6 +306,17 @@ class ApiTokenAdmin(FiguresAdmin):
 
     def response_add(self, request, obj, post_url_continue=None):
         return show_tokens(self, request, [(obj, obj._token)], "admin/loans/apitoken/tokens.html")
+
+
+@admin.register(SlurmLimitChange)
+class SlurmLimitChangeAdmin(ReadOnlyAdmin):
+    """What apply_quotas --slurm changed in Slurm, and what sacctmgr said."""
+
+    list_display = ["at", "cluster", "account", "tenant", "change", "succeeded"]
+    list_filter = ["succeeded", "cluster", "tenant"]
+    search_fields = ["account", "change", "command"]
+    list_select_related = ["tenant"]
+    date_hierarchy = "at"
 
 
 @admin.register(PendingTask)

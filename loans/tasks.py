@@ -2,12 +2,15 @@
 each is also a management command)."""
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from loans.services import bursts, notify
 from loans.services.advice import refresh_recommendations
 from loans.services.alerts import evaluate_alerts
 from loans.services.closing import close_due_periods
+from loans.services.slurm_limits import apply_limits
+from metering.usage.slurm import find_slurm_cluster
 
 RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 5}
 
@@ -59,3 +62,16 @@ def deliver_webhook(url: str, body: dict) -> int:
 @shared_task(autoretry_for=(OSError,), retry_backoff=30, retry_backoff_max=3600, max_retries=30)
 def send_email(recipients: list[str], subject: str, text: str) -> int:
     return notify.email(recipients, subject, text)
+
+
+@shared_task(**RETRY)
+def apply_slurm_limits() -> str:
+    """Contracts and bursts into Slurm's limits (every 5 minutes, from beat) where
+    SLURM_APPLY_QUOTAS is on for the cluster SLURM_CLUSTER names (manage.py apply_quotas
+    --slurm by hand)."""
+    if not (settings.SLURM_APPLY_QUOTAS and settings.SLURM_CLUSTER):
+        return "SLURM_APPLY_QUOTAS or SLURM_CLUSTER is not set"
+    cluster = find_slurm_cluster(settings.SLURM_CLUSTER)
+    changes = apply_limits(cluster_id=cluster.pk, cluster_name=cluster.name,
+                           at=timezone.now(), dry_run=False)
+    return f"{len(changes)} changes"

@@ -1,9 +1,11 @@
 from datetime import UTC, datetime, timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.utils import timezone
 
-from metering import partitions, peaks
+from metering import accounting, partitions, peaks
+from metering.models import Cluster
 from metering.retention import purge_raw_samples
 from metering.usage import rebuild_rollups
 
@@ -32,3 +34,14 @@ def purge_old_samples() -> str:
     settled = partitions.settle((now - timedelta(days=1)).astimezone(UTC).date())
     return (f"cutoff {purged.cutoff:%Y-%m-%d %H:%M}, {purged.partitions_dropped} partitions, "
             f"yesterday's {'settled' if settled else 'absent'}")
+
+
+@shared_task(autoretry_for=(accounting.AccountingError,), retry_backoff=True, max_retries=3)
+def import_slurm_usage() -> str:
+    """Slurm accounting into the second meter (every 15 minutes, from beat) where
+    SLURM_CLUSTER names the cluster; `manage.py import_slurm_usage` does the same by hand."""
+    if not settings.SLURM_CLUSTER:
+        return "SLURM_CLUSTER is not set"
+    cluster = Cluster.objects.get(name=settings.SLURM_CLUSTER)
+    done = accounting.import_usage(cluster, now=timezone.now(), days=settings.SLURM_IMPORT_DAYS)
+    return f"{done.read} jobs read, {done.new} new, {done.completed} completed"

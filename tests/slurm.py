@@ -1,7 +1,9 @@
-"""A real Slurm for the tests: Debian's slurmctld and slurmd (and munge) on this machine, one
-node whose four GPUs are gres on stand-in device files, configured in a folder of the test
-run's own, on ports of its own. Jobs are real `sbatch` jobs. `.ci/run` and `make test` install
-slurm-wlm; without it the tests that need it fail with what to install (never skip)."""
+"""A real Slurm for the tests: Debian's slurmctld, slurmd and slurmdbd (and munge) on this
+machine, one node whose four GPUs are gres on stand-in device files, configured in a folder of
+the test run's own, on ports of its own, with accounting in a database of its own on the
+machine's MariaDB (limits enforced: AccountingStorageEnforce=associations,limits). Jobs are real
+`sbatch` jobs of the accounts ACCOUNTS. `.ci/run` and `make test` install slurm-wlm and
+slurmdbd; without them the tests that need them fail with what to install (never skip)."""
 
 import os
 import shutil
@@ -12,8 +14,14 @@ from pathlib import Path
 
 from tests.helpers import free_port
 
+CLUSTER = "gpuloans-test"
 GPU_TYPE = "h100"
 GPUS = 4
+ACCOUNTS = ("team-a", "proj-x", "team-b")
+# On the machine's MariaDB, one for each test run (two runs at once keep to their own), made
+# afresh and dropped at the end.
+DATABASE = DB_USER = f"gpuloans_slurm_{os.getpid()}"
+DB_PASSWORD = "slurm-test-only"
 
 
 def _munge() -> None:
@@ -31,11 +39,13 @@ class Slurm:
     commands need to find them (SLURM_CONF)."""
 
     def __init__(self, folder: Path):
-        missing = [c for c in ("slurmctld", "slurmd", "sbatch", "scontrol", "munged")
+        missing = [c for c in ("slurmctld", "slurmd", "slurmdbd", "sbatch", "scontrol",
+                               "sacct", "sacctmgr", "munged", "mysql")
                    if shutil.which(c) is None]
         if missing:
             raise RuntimeError(f"{', '.join(missing)} not found: install Debian's slurm-wlm "
-                               "(apt-get install -y slurm-wlm), as .ci/run does")
+                               "and slurmdbd (apt-get install -y slurm-wlm slurmdbd), as "
+                               ".ci/run does, and run MariaDB")
         self.folder = folder
         self.node = socket.gethostname().split(".")[0]
         self.conf = folder / "slurm.conf"
@@ -43,13 +53,28 @@ class Slurm:
         self.daemons: dict[str, subprocess.Popen] = {}
         self._configure()
 
-    def _configure(self, extra: str = "") -> None:
+    def _configure(self) -> None:
         f = self.folder
+        dbd_port = free_port()
+        dbd = f / "slurmdbd.conf"  # slurmdbd reads it beside SLURM_CONF
+        dbd.write_text(f"""AuthType=auth/munge
+DbdHost=localhost
+DbdPort={dbd_port}
+SlurmUser=root
+PidFile={f}/slurmdbd.pid
+LogFile={f}/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageUser={DB_USER}
+StoragePass={DB_PASSWORD}
+StorageLoc={DATABASE}
+""")
+        dbd.chmod(0o600)
         for name in ("state", "spool", "dev"):
             (f / name).mkdir(exist_ok=True)
         for k in range(GPUS):
             (f / "dev" / f"nvidia{k}").touch()
-        self.conf.write_text(f"""ClusterName=gpuloans-test
+        self.conf.write_text(f"""ClusterName={CLUSTER}
 SlurmctldHost={self.node}
 SlurmctldPort={free_port()}
 SlurmdPort={free_port()}
@@ -71,7 +96,12 @@ MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
 JobCompType=jobcomp/none
-{extra}
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort={dbd_port}
+AccountingStorageEnforce=associations,limits,qos
+AccountingStorageTRES=gres/gpu
 NodeName={self.node} Gres=gpu:{GPU_TYPE}:{GPUS} CPUs={os.cpu_count() or 2} State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 """)
@@ -80,6 +110,15 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 
     def start(self) -> "Slurm":
         _munge()
+        self._database()
+        self.daemons["slurmdbd"] = subprocess.Popen(
+            ["slurmdbd", "-D"], env=self.env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        self._until(lambda: self.command("sacctmgr", "-n", "show", "cluster").returncode == 0,
+                    "slurmdbd to answer")
+        self.sacctmgr("add", "cluster", CLUSTER)
+        self.sacctmgr("add", "account", ",".join(ACCOUNTS))
+        self.sacctmgr("add", "user", "root", f"account={','.join(ACCOUNTS)}")
         self.start_controller()
         self.daemons["slurmd"] = subprocess.Popen(
             ["slurmd", "-D", "-f", str(self.conf)], env=self.env,
@@ -87,6 +126,24 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self._until(lambda: self.command("sinfo", "-h", "-o", "%T").stdout.strip() == "idle",
                     "the node to be idle")
         return self
+
+    @staticmethod
+    def _database(*, drop: bool = False) -> None:
+        statements = (f"DROP DATABASE IF EXISTS {DATABASE}; "
+                      f"DROP USER IF EXISTS '{DB_USER}'@'localhost';") + ("" if drop else (
+            f"CREATE DATABASE {DATABASE}; CREATE USER '{DB_USER}'@'localhost' IDENTIFIED BY "
+            f"'{DB_PASSWORD}'; GRANT ALL ON {DATABASE}.* TO '{DB_USER}'@'localhost';"))
+        done = subprocess.run(["mysql", "-uroot", "-e", statements], capture_output=True,
+                              text=True, timeout=60)
+        if done.returncode != 0:
+            raise RuntimeError(f"MariaDB: {done.stderr.strip()} (is it running? .ci/run "
+                               "starts it)")
+
+    def sacctmgr(self, *args: str) -> str:
+        """sacctmgr, answering its question itself (-i); fails the test if it fails."""
+        done = self.command("sacctmgr", "-i", *args)
+        assert done.returncode == 0, f"sacctmgr {' '.join(args)}: {done.stderr}{done.stdout}"
+        return done.stdout
 
     def start_controller(self, *, clear: bool = True) -> None:
         """slurmctld; `clear` starts it with no saved state (no jobs of an earlier run)."""
@@ -102,11 +159,17 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         daemon.wait(timeout=30)
 
     def stop(self) -> None:
-        for daemon in self.daemons.values():
-            daemon.terminate()
-        for daemon in self.daemons.values():
-            daemon.wait(timeout=30)
-        self.daemons.clear()
+        """The jobs (so that no job step outlives its node daemon), then the daemons: the
+        controller and node first, accounting last."""
+        if "slurmctld" in self.daemons:
+            self.command("scancel", "--full", "-u", "root")
+            self._until(lambda: not self.command("squeue", "-h").stdout.strip(), "jobs to end")
+        for name in ("slurmd", "slurmctld", "slurmdbd"):
+            daemon = self.daemons.pop(name, None)
+            if daemon is not None:
+                daemon.terminate()
+                daemon.wait(timeout=30)
+        self._database(drop=True)
 
     def command(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=60)

@@ -1,6 +1,6 @@
 """Tenants, their members, the plan catalogue, contracts and their amendments, statements and
-their correction lines, alerts,
-recommendations, API tokens and jobs waiting for the broker."""
+their correction lines, alerts, recommendations, API tokens, jobs waiting for the broker and
+the changes made to Slurm's limits."""
 
 from loans.models.alerts import Alert
 from loans.models.amendments import Amendment
@@ -19,13 +19,14 @@ from loans.models.fields import (
 from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
+from loans.models.slurm import SlurmLimitChange
 from loans.models.statements import CorrectionLine, Statement
 from loans.models.tenants import Membership, Tenant
 from loans.models.tokens import ApiToken
 
 __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
-    "BurstRequest", "Contract", "CorrectionLine", "Membership", "PendingTask",
-    "Plan", "Recommendation", "Statement", "Tenant", "Terms", "currency_validator",
+    "BurstRequest", "Contract", "CorrectionLine", "Membership", "PendingTask", "Plan",
+    "Recommendation", "SlurmLimitChange", "Statement", "Tenant", "Terms", "currency_validator",
     "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

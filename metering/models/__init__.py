@@ -33,13 +33,14 @@ from metering.models.samples import (
     TenantHour,
     UsageSample,
 )
+from metering.models.slurm import SlurmHour, SlurmJob
 
 __all__ = [
     "DEFAULT_CLUSTER", "NO_TENANT", "OWNER_FIELDS", "OWNER_KEYS", "TENURE_START", "TOKEN_PREFIX",
     "AttributionRule", "Cluster", "DeviceRefusal", "Gpu", "GpuHour", "GpuTenure", "HourlyRollup",
-    "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "TenantHour",
-    "UsageSample", "default_cluster", "hash_token", "node_name_validator", "parent_of",
-    "share_of", "tenant_model",
+    "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "SlurmHour",
+    "SlurmJob", "TenantHour", "UsageSample", "default_cluster", "hash_token",
+    "node_name_validator", "parent_of", "share_of", "tenant_model",
 ]
 
 

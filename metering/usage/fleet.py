@@ -209,6 +209,21 @@ def recent_refusals(since: datetime) -> list[DeviceRefusal]:
     return list(DeviceRefusal.objects.filter(last_at__gte=since).select_related("node", "holder"))
 
 
+def slurm_accounts(cluster_id: int) -> list[tuple[int, str]]:
+    """(tenant id, Slurm account) of the account rules of a cluster, a tenant's first rule
+    first (lower priority first); an account two tenants claim goes to the first."""
+    rules = AttributionRule.objects.filter(cluster_id=cluster_id,
+                                           field=AttributionRule.Field.ACCOUNT).order_by(
+        "priority", "pk").values_list("tenant_id", "value")
+    seen: set[str] = set()
+    out = []
+    for tenant_id, account in rules:
+        if account not in seen:
+            seen.add(account)
+            out.append((tenant_id, account))
+    return out
+
+
 def first_namespace(tenant_id: int) -> str | None:
     """The namespace a tenant's attribution rules name first (lower priority first)."""
     rule = AttributionRule.objects.filter(

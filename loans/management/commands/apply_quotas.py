@@ -1,0 +1,44 @@
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from loans.services.slurm_limits import LimitsError, apply_limits
+from metering.usage.slurm import find_slurm_cluster
+
+
+class Command(BaseCommand):
+    help = (
+        "Make each tenant's Slurm account carry its contract: GrpTRES=gres/gpu=<max quota> on "
+        "the account (its account rule's value), a QOS for the bursts granted now, no limit "
+        "where no contract runs. Only differences are changed; each change is logged (admin: "
+        "Slurm limit changes). Kubernetes quotas are manifests: see quota_manifests."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--slurm", action="store_true", help="apply to Slurm (sacctmgr)")
+        parser.add_argument("--cluster", help="the gpuloans cluster (default: the only Slurm "
+                                              "cluster)")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="print the sacctmgr commands without running them")
+
+    def handle(self, *args, slurm: bool, cluster: str | None, dry_run: bool, **options):
+        if not slurm:
+            raise CommandError("Say --slurm: Slurm is the scheduler whose limits this sets; "
+                               "for Kubernetes, apply the output of quota_manifests.")
+        try:
+            target = find_slurm_cluster(cluster)
+        except LookupError as error:
+            raise CommandError(str(error)) from None
+        try:
+            changes = apply_limits(cluster_id=target.pk, cluster_name=target.name,
+                                   at=timezone.now(), dry_run=dry_run)
+        except LimitsError as error:
+            raise CommandError(str(error)) from None
+        if not changes:
+            self.stdout.write(self.style.SUCCESS(f"{target.name}: every account carries its "
+                                                 "contract already."))
+            return
+        for change in changes:
+            command = " ".join(change.command) if change.command else "(by hand)"
+            self.stdout.write(f"{change.account}: {change.what}\n    {command}")
+        verb = "would be made" if dry_run else "made"
+        self.stdout.write(self.style.SUCCESS(f"{len(changes)} changes {verb}."))
