@@ -30,12 +30,14 @@ lint: install-dev
 
 # What the tests need from Debian: chromium for the browser tests (Playwright's own browser
 # download cannot work offline), nginx for the reverse proxy's test (deploy/nginx) and Slurm
-# (slurmctld, slurmd and munge) for the agent's Slurm allocation source (tests/slurm.py).
+# (slurmctld, slurmd, munge and slurmdbd on the machine's MariaDB) for the agent's Slurm source,
+# the accounting import and the limits (tests/slurm.py).
 NGINX := /usr/sbin/nginx
 debian:
 	@missing=""; test -x $(CHROMIUM) || missing="chromium"; \
 	test -x $(NGINX) || missing="$$missing nginx"; \
 	test -x /usr/sbin/slurmctld || missing="$$missing slurm-wlm"; \
+	test -x /usr/sbin/slurmdbd || missing="$$missing slurmdbd"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
