@@ -19,6 +19,7 @@ class Alert(models.Model):
         NODE_SILENT = "node_silent", _("node silent")
         INCOMPLETE_DATA = "incomplete_data", _("incomplete data")
         DEVICE_REFUSED = "device_refused", _("device refused")
+        METER_MISMATCH = "meter_mismatch", _("meters disagree")
 
     class State(models.TextChoices):
         OPEN = "open", _("open")

@@ -5,6 +5,7 @@ twice or concurrently open nothing twice; each change is notified after it commi
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -12,9 +13,9 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.maths.billing import money
-from loans.models import Alert, Contract
+from loans.models import Alert, Contract, Tenant
 from loans.services import dashboard
-from metering.usage import fleet, floor_hour
+from metering.usage import fleet, floor_hour, slurm
 
 THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crossed is open
 IDLE_UTIL = 0.05
@@ -167,12 +168,42 @@ def refusal_conditions(now: datetime) -> list[Condition]:
     return out
 
 
+def mismatch_conditions(now: datetime) -> list[Condition]:
+    """Tenant-days of yesterday (TIME_ZONE) whose agents and Slurm accounting differ by more
+    than SLURM_MISMATCH_PERCENT and SLURM_MISMATCH_MIN_GPU_HOURS: a missing agent, a wrong
+    rule or a job that never reached the meter. The operators' alerts."""
+    zone = ZoneInfo(settings.TIME_ZONE)
+    yesterday = now.astimezone(zone).date() - timedelta(days=1)
+    checks = [c for c in slurm.recent_checks(now, zone, days=2)
+              if c.day == yesterday and c.tenant_id is not None
+              and abs(c.share) * 100 > settings.SLURM_MISMATCH_PERCENT
+              and abs(c.difference) >= settings.SLURM_MISMATCH_MIN_GPU_HOURS]
+    names = dict(Tenant.objects.filter(pk__in={c.tenant_id for c in checks}).values_list(
+        "pk", "name")) if checks else {}
+    out = []
+    for check in checks:
+        wording = worded(gettext_noop(
+            "On %(day)s the agents metered %(agents)s GPU-h for %(tenant)s on cluster "
+            "%(cluster)s and Slurm's accounting %(slurm)s GPU-h (%(share).1f%% apart): look for "
+            "a node whose agent is missing, a wrong attribution rule, or jobs that never "
+            "reached the meter."), {
+                "day": check.day.isoformat(), "agents": f"{check.agents_gpu_hours:,.1f}",
+                "slurm": f"{check.slurm_gpu_hours:,.1f}", "tenant": names[check.tenant_id],
+                "cluster": check.cluster, "share": abs(check.share) * 100})
+        out.append(Condition(
+            Kind.METER_MISMATCH, f"tenant:{check.tenant_id}:slurm:{check.cluster}"[:120], None,
+            wording, {"day": check.day.isoformat(), "tenant": names[check.tenant_id],
+                      "agents_gpu_hours": check.agents_gpu_hours,
+                      "slurm_gpu_hours": check.slurm_gpu_hours}))
+    return out
+
+
 def conditions(now: datetime) -> list[Condition]:
     contracts = list(Contract.objects.filter(status=Contract.Status.ACTIVE)
                      .select_related("tenant", "plan"))
     found = [c for contract in contracts for c in contract_conditions(contract, now)]
     return (found + idle_conditions(now, contracts) + node_conditions(now)
-            + refusal_conditions(now))
+            + refusal_conditions(now) + mismatch_conditions(now))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """The pages: a team lead's tenant page, the operators' fleet page, their CSV exports."""
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import wraps
 from urllib.parse import urlencode
+from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -28,6 +30,7 @@ from loans.services import fleet_status as fleet
 from loans.web import charts
 from loans.web.bursts import form_for as burst_form_for
 from metering.usage import fleet as metering_fleet
+from metering.usage import slurm as metering_slurm
 
 ALERT_HISTORY = 30
 POOL_AHEAD = timedelta(days=7)
@@ -108,7 +111,9 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for_user(request.user, slug)
     contracts, contract = _contract(tenant, request)
     now = timezone.now()
-    context = {"tenant": tenant, "contracts": contracts, "contract": contract, "now": now}
+    context = {"tenant": tenant, "contracts": contracts, "contract": contract, "now": now,
+               "meter_checks": _meter_checks(request, now, tenant.pk),
+               "mismatch_percent": settings.SLURM_MISMATCH_PERCENT}
     if contract is None:
         return render(request, "loans/tenant.html", context)
     try:
@@ -123,6 +128,23 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     elif choice is not None:
         context.update(_period(contract, book, choice, now))
     return render(request, "loans/tenant.html", context)
+
+
+def _meter_checks(request: HttpRequest, now: datetime, tenant_id: int) -> list:
+    """The agents against Slurm's accounting, a week of days, for operators only (the
+    difference tells them of a missing agent or a wrong rule; a lead cannot act on it)."""
+    if not is_operator(request.user):
+        return []
+    return _check_rows(metering_slurm.recent_checks(now, ZoneInfo(settings.TIME_ZONE),
+                                                    tenant_id=tenant_id))
+
+
+def _check_rows(checks: list) -> list[dict]:
+    """Each check with its tenant's name and whether it is over the alert's share."""
+    names = Tenant.objects.in_bulk({c.tenant_id for c in checks} - {None}) if checks else {}
+    over = settings.SLURM_MISMATCH_PERCENT / 100
+    return [{"check": c, "tenant": names.get(c.tenant_id), "over": abs(c.share) > over}
+            for c in checks]
 
 
 def _contract_context(request, tenant: Tenant, contract: Contract, book, choice, now) -> dict:
@@ -255,6 +277,12 @@ def _fleet_sort(request: HttpRequest) -> tuple[str, bool]:
     return sort, request.GET.get("dir", "desc") != "asc"
 
 
+def _worst(checks: list, shown: int = 20) -> list:
+    """The tenant-days whose meters differ most, the largest difference first."""
+    differing = [c for c in checks if abs(c.difference) > 1e-6]
+    return sorted(differing, key=lambda c: -abs(c.difference))[:shown]
+
+
 @operator_required
 def fleet_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
@@ -272,6 +300,9 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
                    "figure": charts.pool_figure(model, series)}
                   for k, (model, series) in enumerate(seen.pools)],
         "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
+        "meter_checks": _check_rows(_worst(metering_slurm.recent_checks(
+            now, ZoneInfo(settings.TIME_ZONE)))),
+        "mismatch_percent": settings.SLURM_MISMATCH_PERCENT,
         "month_ago": month_ago, "now": now,
     })
 

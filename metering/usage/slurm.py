@@ -10,7 +10,7 @@ rules (an account or user rule of that cluster).
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.db.models import Sum
@@ -86,6 +86,16 @@ def reconcile(cluster: Cluster, start: datetime, end: datetime, zone: ZoneInfo,
     return [DayCheck(cluster.name, tenant, day, round(agents.get((tenant, day), 0.0), 6),
                      round(slurm.get((tenant, day), 0.0), 6))
             for tenant, day in keys if tenant_id is None or tenant == tenant_id]
+
+
+def recent_checks(now: datetime, zone: ZoneInfo, *, days: int = 7,
+                  tenant_id: int | None = None) -> list[DayCheck]:
+    """The last `days` local days (today's so far included) of every cluster with Slurm
+    accounting, for one tenant or all."""
+    start = datetime.combine(now.astimezone(zone).date(), datetime.min.time(), tzinfo=zone)
+    start = (start - timedelta(days=days - 1)).astimezone(UTC)
+    return [check for cluster in slurm_clusters()
+            for check in reconcile(cluster, start, now, zone, tenant_id)]
 
 
 def _day_finder(days: list[tuple[date, datetime]]):
