@@ -11,12 +11,14 @@ of whole periods drawn from the history's windows, the same seeded draws for eve
 import random
 import statistics
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from loans.maths import recommend
 from loans.maths.billing import money, period_cost
 from loans.maths.history import History, HistoryError
 from loans.models import Plan
+from metering.usage import slurm
 
 PERIOD_HOURS = 730  # a month, as the advice reads periods (loans.services.advice)
 DRAWS = 1000
@@ -86,6 +88,16 @@ def term_totals(windows: list[float], months: int, commitment: Decimal, committe
             total += costs[used]
         totals.append(float(total))
     return tuple(money(Decimal(repr(recommend.quantile(totals, q)))) for q in (0.1, 0.5, 0.9))
+
+
+def slurm_history(tenant_id: int, now: datetime) -> History:
+    """The tenant's usage by Slurm's accounting, as imported (import_slurm_usage), or
+    HistoryError where there is none."""
+    start, hours = slurm.tenant_hours(tenant_id, now)
+    if start is None:
+        raise HistoryError(["Slurm accounting holds no job of this tenant's accounts: import "
+                            "it (import_slurm_usage) or give a history file"])
+    return History(start, hours, "slurm accounting")
 
 
 def advise(history: History, *, term_months: int, currency: str,

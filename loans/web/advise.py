@@ -1,6 +1,7 @@
 """What to sign first, from a history file: the page of `manage.py advise --history`, for
 operators (/advise/) and for a tenant's lead (/tenants/<slug>/advise/, linked from a tenant
-page without a contract). The file is read, priced and forgotten; nothing is stored."""
+page without a contract). The file is read, priced and forgotten; nothing is stored. A
+tenant's page may instead read the tenant's Slurm accounting as imported (`source=slurm`)."""
 
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -9,13 +10,15 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from loans.access import is_lead, is_operator, tenant_for_user
 from loans.maths.history import HistoryError, read_history
-from loans.services.first_commitment import advise
+from loans.services.first_commitment import advise, slurm_history
 from loans.web.views import operator_required
+from metering.usage import slurm
 
 MAX_BYTES = 16 * 1024 * 1024
 
@@ -39,6 +42,8 @@ class HistoryForm(forms.Form):
 
     def clean_history(self):
         upload = self.cleaned_data["history"]
+        if upload is None:  # not asked for: the page reads Slurm's accounting instead
+            return ""
         if upload.size > MAX_BYTES:
             raise forms.ValidationError(_("The file is larger than %(mib)s MiB.") % {
                 "mib": MAX_BYTES // 2**20})
@@ -57,18 +62,22 @@ class HistoryForm(forms.Form):
 
 
 def _page(request: HttpRequest, tenant=None) -> HttpResponse:
-    context = {"tenant": tenant, "currency": settings.DEFAULT_CURRENCY}
+    context = {"tenant": tenant, "currency": settings.DEFAULT_CURRENCY,
+               "from_slurm": tenant is not None and slurm.has_history(tenant.pk)}
     if request.method != "POST":
         context["form"] = HistoryForm()
         return render(request, "loans/advise.html", context)
     form = HistoryForm(request.POST, request.FILES)
+    from_slurm = context["from_slurm"] and request.POST.get("source") == "slurm"
+    form.fields["history"].required = not from_slurm
     context["form"] = form
     if not form.is_valid():
         return render(request, "loans/advise.html", context, status=400)
     data = form.cleaned_data
     try:
-        history = read_history(data["history"], zone=data["time_zone"],
-                               gaps_as_idle=data["gaps_as_idle"], account=data["account"])
+        history = (slurm_history(tenant.pk, timezone.now()) if from_slurm else read_history(
+            data["history"], zone=data["time_zone"], gaps_as_idle=data["gaps_as_idle"],
+            account=data["account"]))
         result = advise(history, term_months=data["term_months"],
                         currency=settings.DEFAULT_CURRENCY, on_demand_rate=data["on_demand_rate"])
         context.update(result=result, options=[result.on_demand, *result.plans])

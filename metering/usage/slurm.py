@@ -17,7 +17,7 @@ from django.db.models import Sum
 
 from metering.attribution import Attributor, Rule
 from metering.models import AttributionRule, Cluster, GpuHour, SlurmHour
-from metering.usage import local_days
+from metering.usage import floor_hour, local_days
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,36 @@ def recent_checks(now: datetime, zone: ZoneInfo, *, days: int = 7,
     start = (start - timedelta(days=days - 1)).astimezone(UTC)
     return [check for cluster in slurm_clusters()
             for check in reconcile(cluster, start, now, zone, tenant_id)]
+
+
+def has_history(tenant_id: int) -> bool:
+    """Whether Slurm accounting has been imported for a cluster where the tenant has an
+    account or user rule (the advice may then read it)."""
+    return SlurmHour.objects.filter(cluster__rules__tenant_id=tenant_id,
+                                    cluster__rules__field__in=("account", "user")).exists()
+
+
+def tenant_hours(tenant_id: int, end: datetime) -> tuple[datetime | None, list[float]]:
+    """GPUs a tenant held each hour by Slurm's accounting (every cluster's, attributed by its
+    account and user rules), from its first hour with usage to the last whole hour before
+    `end`; an hour no job of it covered is idle (accounting misses no job). (None, []) when it
+    has none: the history the first-commitment advice reads for a tenant with no contract."""
+    end = floor_hour(end)
+    by_hour: dict[datetime, float] = defaultdict(float)
+    for cluster in slurm_clusters():
+        rules = AttributionRule.objects.filter(cluster=cluster).values_list(
+            "tenant_id", "field", "value", "priority", "cluster_id")
+        attributor = Attributor(Rule(*row) for row in rules)
+        for account, user, hour, gpu_s in SlurmHour.objects.filter(
+                cluster=cluster, hour__lt=end).values_list("account", "user", "hour", "gpu_s"):
+            if attributor.tenant_for({"account": account, "user": user}, "", cluster.pk,
+                                     None) == tenant_id:
+                by_hour[hour] += gpu_s / 3600
+    if not by_hour:
+        return None, []
+    first = min(by_hour)
+    count = int((end - first).total_seconds() // 3600)
+    return first, [round(by_hour.get(first + timedelta(hours=k), 0.0), 6) for k in range(count)]
 
 
 def _day_finder(days: list[tuple[date, datetime]]):

@@ -164,3 +164,56 @@ def test_the_command_answers_what_it_cannot_use_clearly(tmp_path, db):
         call_command("advise", "--history", str(month), "--on-demand-rate", "-3")
     with pytest.raises(CommandError, match="is not a time zone"):
         call_command("advise", "--history", str(month), "--time-zone", "Mars/Olympus")
+
+
+@pytest.fixture
+def slurm_history(catalogue, tenant):
+    """Sixty days of a Slurm account of the tenant's in imported accounting: 6 GPUs held
+    around the clock and 4 more in working hours."""
+    from metering.accounting import Job, import_jobs
+    from metering.models import AttributionRule, Cluster
+
+    cluster = Cluster.objects.create(name="hpc", kind=Cluster.Kind.SLURM)
+    AttributionRule.objects.create(tenant=tenant, cluster=cluster, value="team-a",
+                                   field=AttributionRule.Field.ACCOUNT)
+    start = (datetime.now(UTC) - timedelta(days=60)).replace(minute=0, second=0, microsecond=0)
+    jobs = [Job("base", "team-a", "alice", 6, start, start + timedelta(days=60), "COMPLETED")]
+    jobs += [Job(f"day-{d}", "team-a", "bob", 4, start + timedelta(days=d, hours=9),
+                 start + timedelta(days=d, hours=17), "COMPLETED") for d in range(60)]
+    import_jobs(cluster, jobs, start + timedelta(days=61))
+    return cluster
+
+
+def test_a_tenant_without_a_contract_is_advised_from_its_imported_slurm_accounting(
+        slurm_history, capsys):
+    call_command("advise", "--tenant", "vision", "--json")
+    body = json.loads(capsys.readouterr().out)
+    assert body["source"] == "slurm accounting"
+    assert body["history_hours"] >= 60 * 24 and body["peak_gpus"] == 10.0
+    assert body["advised"] == "Guaranteed 8"
+
+
+def test_advice_from_slurm_needs_an_import(tenant, catalogue):
+    with pytest.raises(CommandError, match="holds no job of this tenant's accounts"):
+        call_command("advise", "--tenant", "vision")
+    with pytest.raises(CommandError, match="No tenant 'nope'"):
+        call_command("advise", "--tenant", "nope")
+
+
+def test_the_leads_page_offers_the_imported_history(slurm_history, client, lead):
+    client.force_login(lead)
+    page = client.get("/en/tenants/vision/advise/")
+    assert b'id="from-slurm"' in page.content
+    answer = client.post("/en/tenants/vision/advise/", {
+        "source": "slurm", "term_months": 12, "time_zone": "UTC"})
+    assert answer.status_code == 200, answer.content[:2000]
+    assert answer.context["result"].source == "slurm accounting"
+    assert answer.context["result"].advised == "Guaranteed 8"
+
+
+def test_a_tenant_without_slurm_history_is_not_offered_it(tenant, catalogue, client, lead):
+    client.force_login(lead)
+    assert b'id="from-slurm"' not in client.get("/en/tenants/vision/advise/").content
+    refused = client.post("/en/tenants/vision/advise/", {"source": "slurm", "term_months": 12,
+                                                         "time_zone": "UTC"})
+    assert refused.status_code == 400  # no file, and no Slurm history to read instead

@@ -5,10 +5,12 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from core.admin_figures import written
 from loans.maths.history import HistoryError, read_history
-from loans.services.first_commitment import FirstAdvice, Option, advise
+from loans.models import Tenant
+from loans.services.first_commitment import FirstAdvice, Option, advise, slurm_history
 
 MAX_BYTES = 64 * 1024 * 1024
 
@@ -17,11 +19,16 @@ class Command(BaseCommand):
     help = ("What to sign first, from a history of usage and no contract: the on-demand cost "
             "and each offered plan at its best commitment, with P10/P50/P90 of the total over "
             "a term, and the advice. The history is a CSV of ts,gpus (GPUs in use each hour) "
-            "or Slurm's sacct -P -o JobID,Account,User,Start,End,AllocTRES output.")
+            "or Slurm's sacct -P -o JobID,Account,User,Start,End,AllocTRES output; or, with "
+            "--tenant, the tenant's Slurm accounting as import_slurm_usage imported it.")
 
     def add_arguments(self, parser):
-        parser.add_argument("--history", required=True, metavar="FILE",
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--history", metavar="FILE",
                             help="the usage file (CSV ts,gpus or sacct -P output); - for stdin")
+        source.add_argument("--tenant", metavar="SLUG",
+                            help="the tenant's usage as Slurm accounting says, imported with "
+                                 "import_slurm_usage")
         parser.add_argument("--term-months", type=int, default=12,
                             help="the term to price (default 12)")
         parser.add_argument("--currency", default=settings.DEFAULT_CURRENCY,
@@ -54,19 +61,29 @@ class Command(BaseCommand):
                 rate = Decimal("NaN")
             if not rate.is_finite() or rate <= 0 or rate > 10**6:
                 raise CommandError("--on-demand-rate must be a price above 0 (14.50).")
-        text = self._read(options["history"])
         try:
-            history = read_history(text, zone=zone, gaps_as_idle=options["gaps_as_idle"],
-                                   account=options["account"])
+            if options["tenant"]:
+                history = slurm_history(self._tenant(options["tenant"]).pk, timezone.now())
+            else:
+                history = read_history(self._read(options["history"]), zone=zone,
+                                       gaps_as_idle=options["gaps_as_idle"],
+                                       account=options["account"])
             result = advise(history, term_months=options["term_months"],
                             currency=options["currency"].upper(), on_demand_rate=rate)
         except HistoryError as error:
-            raise CommandError(f"{options['history']}: " + "\n  ".join(
+            raise CommandError(f"{options['history'] or options['tenant']}: " + "\n  ".join(
                 ["cannot advise:", *error.problems])) from None
         if options["json"]:
             self.stdout.write(json.dumps(result.as_json(), indent=2))
         else:
             self._print(result)
+
+    @staticmethod
+    def _tenant(slug: str) -> Tenant:
+        tenant = Tenant.objects.filter(slug=slug).first()
+        if tenant is None:
+            raise CommandError(f"No tenant {slug!r}.")
+        return tenant
 
     def _read(self, name: str) -> str:
         if name == "-":
