@@ -5,6 +5,7 @@ machine's MariaDB (limits enforced: AccountingStorageEnforce=associations,limits
 `sbatch` jobs of the accounts ACCOUNTS. `.ci/run` and `make test` install slurm-wlm and
 slurmdbd; without them the tests that need them fail with what to install (never skip)."""
 
+import contextlib
 import os
 import shutil
 import socket
@@ -109,6 +110,15 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
             f"Name=gpu Type={GPU_TYPE} File={f}/dev/nvidia[0-{GPUS - 1}]\n")
 
     def start(self) -> "Slurm":
+        """Every daemon, in order; whatever started is stopped again if one does not come up
+        (no daemon outlives a failed start)."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> "Slurm":
         _munge()
         self._database()
         self.daemons["slurmdbd"] = subprocess.Popen(
@@ -161,9 +171,11 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     def stop(self) -> None:
         """The jobs (so that no job step outlives its node daemon), then the daemons: the
         controller and node first, accounting last."""
-        if "slurmctld" in self.daemons:
+        if "slurmctld" in self.daemons and "slurmd" in self.daemons:
             self.command("scancel", "--full", "-u", "root")
-            self._until(lambda: not self.command("squeue", "-h").stdout.strip(), "jobs to end")
+            with contextlib.suppress(RuntimeError):  # the daemons are stopped all the same
+                self._until(lambda: not self.command("squeue", "-h").stdout.strip(),
+                            "jobs to end", seconds=30)
         for name in ("slurmd", "slurmctld", "slurmdbd"):
             daemon = self.daemons.pop(name, None)
             if daemon is not None:
