@@ -51,14 +51,14 @@ class Source(Protocol):
         """The scheduler's answer now, or HolderError."""
 
 
-def held(reading: Reading, owner: dict[str, str] | None, **changes) -> Reading:
+def held_by(reading: Reading, owner: dict[str, str] | None, **changes) -> Reading:
     """A reading as a scheduler source sees it: allocated exactly when held (the processes
     say nothing about it any more), owned by its holder."""
     return dataclasses.replace(reading, processes=(), owner=owner, holder_unknown=False,
                                **changes)
 
 
-def unknown(reading: Reading, **changes) -> Reading:
+def marked_unknown(reading: Reading, **changes) -> Reading:
     return dataclasses.replace(reading, processes=(), owner=None, holder_unknown=True, **changes)
 
 
@@ -80,7 +80,7 @@ class Holders:
             self._ask()
         if self.failing is not None or self.last is None:
             layout = self.last
-            return layout.unknown(readings) if layout else [unknown(r) for r in readings]
+            return layout.unknown(readings) if layout else [marked_unknown(r) for r in readings]
         return self.last.apply(readings)
 
     def _ask(self) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import grpc
 
-from agent.holders import KUBELET_SOCKET, HolderError, held, unknown
+from agent.holders import KUBELET_SOCKET, HolderError, held_by, marked_unknown
 from agent.holders import podresources_pb2 as api
 from agent.holders.podresources_pb2_grpc import PodResourcesListerStub
 from agent.readings import Reading
@@ -37,11 +37,11 @@ class KubeletHoldings:
     replicas: dict[str, tuple[str, ...]]  # device id -> its replicas' ids, when time-sliced
 
     def apply(self, readings: list[Reading]) -> list[Reading]:
-        return self._laid_out(readings, lambda reading, device, **changes: held(
+        return self._laid_out(readings, lambda reading, device, **changes: held_by(
             reading, self.owners.get(device), **changes))
 
     def unknown(self, readings: list[Reading]) -> list[Reading]:
-        return self._laid_out(readings, lambda reading, _device, **changes: unknown(
+        return self._laid_out(readings, lambda reading, _device, **changes: marked_unknown(
             reading, **changes))
 
     def _laid_out(self, readings: list[Reading], make) -> list[Reading]:

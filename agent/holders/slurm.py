@@ -13,7 +13,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from agent.holders import HolderError, held, unknown
+from agent.holders import HolderError, held_by, marked_unknown
 from agent.readings import Reading
 
 # States in which a job still holds its GRES (a suspended job keeps its GPUs unless the
@@ -101,11 +101,11 @@ class SlurmHoldings:
     owners: dict[int, dict[str, str]]  # GPU index -> the job holding it
 
     def apply(self, readings: list[Reading]) -> list[Reading]:
-        return [held(r, self.owners.get(r.index) if r.index is not None else None)
+        return [held_by(r, self.owners.get(r.index) if r.index is not None else None)
                 for r in readings]
 
     def unknown(self, readings: list[Reading]) -> list[Reading]:
-        return [unknown(r) for r in readings]
+        return [marked_unknown(r) for r in readings]
 
 
 class SlurmSource:
