@@ -7,6 +7,9 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.core.servers.basehttp import WSGIServer
+from django.db import connection
+from django.test.testcases import LiveServerThread
 from django.utils import translation
 
 from loans.models import Contract, Membership, Plan, Tenant
@@ -93,6 +96,30 @@ def contract(tenant, plan) -> Contract:
     contract.full_clean()
     contract.save()
     return contract
+
+
+class OneRequestAtATime(WSGIServer):
+    """Django's development server without threads, taking (and ignoring) the connections
+    override that LiveServerThread hands its server: the thread that serves already holds it."""
+
+    def __init__(self, *args, connections_override=None, **kwargs):
+        super().__init__(*args, **kwargs)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_request_at_a_time_on_in_memory_sqlite():
+    """pytest-django's live server hands every request thread the test's own in-memory SQLite
+    connection (the only one that sees the test's data). Two requests at once, a page and the
+    chart it fetches, then share that connection, and they hung on each other for good (seen
+    in CI: two request threads waiting inside SQLite). On SQLite the live server answers one
+    request at a time (Django then closes each connection after its answer); on PostgreSQL
+    every thread has a connection of its own and the server stays threaded."""
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LiveServerThread, "server_class", OneRequestAtATime)
+        yield
 
 
 @pytest.fixture(scope="session")
