@@ -175,7 +175,12 @@ class TenantHour(HourlyRollup):
             ),
         ]
         indexes = [
-            models.Index(fields=["tenant", "hour"], name="tenant_hour_by_tenant"),
+            # Covering the sums a span of hours adds up (the fleet's and the pages' periods):
+            # read from the index alone, the fleet's 1,000 contracts' sums took 50 ms instead
+            # of 101 (PostgreSQL; SQLite has no INCLUDE and keeps the plain index). The price:
+            # a rollup's update is no longer HOT, one or two rows a batch on the ingest path.
+            models.Index(fields=["tenant", "hour"], name="tenant_hour_by_tenant",
+                         include=["allocated_gpu_s", "busy_gpu_s", "sample_count"]),
             models.Index(fields=["hour"], condition=Q(peak_stale=True),
                          name="tenant_hour_peak_stale"),
         ]
