@@ -247,10 +247,15 @@ def test_the_import_equals_the_gpu_hours_of_real_jobs_and_twice_changes_nothing(
     long = slurm.sbatch("-A", "team-a", "--gres=gpu:1", seconds=600)
     for job in (short, other):
         wait_for_end(slurm, job)
-    # slurmctld tells slurmdbd of a start a moment after it: wait until accounting has them.
-    slurm._until(lambda: len(slurm.command("sacct", "-X", "-n", "-P", "-o", "JobID", "-j",
-                                           f"{short},{other},{long}").stdout.split()) == 3,
-                 "accounting to have the jobs")
+    # slurmctld tells slurmdbd of a job's start (with its GPUs) a moment after it: wait until
+    # accounting has every job's, as a first record may hold only its submission.
+    def started() -> bool:
+        rows = slurm.command("sacct", "-X", "-n", "-P", "-o", "JobID,Start,AllocTRES", "-j",
+                             f"{short},{other},{long}").stdout.split()
+        return len(rows) == 3 and all("gres/gpu" in row and "|Unknown|" not in row
+                                      for row in rows)
+
+    slurm._until(started, "accounting to have the jobs' starts")
     call_command("import_slurm_usage", "--cluster", "hpc", "--since", since.isoformat())
     jobs = {j.job: j for j in SlurmJob.objects.filter(cluster=cluster)}
     assert set(jobs) == {short, other, long}
