@@ -175,9 +175,8 @@ def mismatch_conditions(now: datetime) -> list[Condition]:
     zone = ZoneInfo(settings.TIME_ZONE)
     yesterday = now.astimezone(zone).date() - timedelta(days=1)
     checks = [c for c in slurm.recent_checks(now, zone, days=2)
-              if c.day == yesterday and c.tenant_id is not None
-              and abs(c.share) * 100 > settings.SLURM_MISMATCH_PERCENT
-              and abs(c.difference) >= settings.SLURM_MISMATCH_MIN_GPU_HOURS]
+              if c.day == yesterday and c.tenant_id is not None and c.alarming(
+                  settings.SLURM_MISMATCH_PERCENT, settings.SLURM_MISMATCH_MIN_GPU_HOURS)]
     names = dict(Tenant.objects.filter(pk__in={c.tenant_id for c in checks}).values_list(
         "pk", "name")) if checks else {}
     out = []

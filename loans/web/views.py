@@ -140,10 +140,10 @@ def _meter_checks(request: HttpRequest, now: datetime, tenant_id: int) -> list:
 
 
 def _check_rows(checks: list) -> list[dict]:
-    """Each check with its tenant's name and whether it is over the alert's share."""
+    """Each check with its tenant's name and whether it is past the alert's rule."""
     names = Tenant.objects.in_bulk({c.tenant_id for c in checks} - {None}) if checks else {}
-    over = settings.SLURM_MISMATCH_PERCENT / 100
-    return [{"check": c, "tenant": names.get(c.tenant_id), "over": abs(c.share) > over}
+    rule = (settings.SLURM_MISMATCH_PERCENT, settings.SLURM_MISMATCH_MIN_GPU_HOURS)
+    return [{"check": c, "tenant": names.get(c.tenant_id), "over": c.alarming(*rule)}
             for c in checks]
 
 

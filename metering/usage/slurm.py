@@ -39,6 +39,11 @@ class DayCheck:
         larger = max(self.agents_gpu_hours, self.slurm_gpu_hours)
         return self.difference / larger if larger else 0.0
 
+    def alarming(self, percent: float, min_gpu_hours: float) -> bool:
+        """Apart by more than `percent` of the larger side and by `min_gpu_hours` at least
+        (SLURM_MISMATCH_PERCENT, SLURM_MISMATCH_MIN_GPU_HOURS: the alert's rule)."""
+        return abs(self.share) * 100 > percent and abs(self.difference) >= min_gpu_hours
+
 
 def find_slurm_cluster(name: str | None) -> Cluster:
     """The named cluster, or the only Slurm cluster there is; LookupError saying why not."""
