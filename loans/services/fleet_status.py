@@ -9,7 +9,7 @@ from decimal import Decimal
 from django.db.models import Count
 
 from loans.maths.figures import PeriodGlance
-from loans.models import Alert, Contract
+from loans.models import Alert, Contract, Plan
 from loans.models.contracts import with_amendments
 from loans.services import bursts, dashboard
 from metering.usage import floor_hour
@@ -57,10 +57,20 @@ SORTS = {
 }
 
 
+# Read by no fleet figure; a thousand contracts' two timestamps more cost about 9 ms to decode.
+UNREAD = ("created_at", "notes", "tenant__created_at", "tenant__alert_emails",
+          "tenant__webhook_url")
+
+
 def active_contracts() -> list[Contract]:
-    """The active contracts with what the fleet reads of them, in one read to share."""
-    return with_amendments(list(Contract.objects.filter(status=Contract.Status.ACTIVE)
-                                .select_related("tenant", "plan")))
+    """The active contracts with what the fleet reads of them, in one read to share: each
+    plan read once (a fleet shares a few), not copied into every contract's row."""
+    contracts = list(Contract.objects.filter(status=Contract.Status.ACTIVE)
+                     .select_related("tenant").defer(*UNREAD))
+    plans = Plan.objects.in_bulk({contract.plan_id for contract in contracts})
+    for contract in contracts:
+        contract.plan = plans[contract.plan_id]
+    return with_amendments(contracts)
 
 
 def contract_statuses(now: datetime, sort: str = "projected", descending: bool = True,
