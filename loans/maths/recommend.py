@@ -19,6 +19,7 @@ the lowest of the optima (longest lookback, shortest lookback, forecast) is the 
 """
 
 import math
+import random
 import statistics
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
@@ -167,6 +168,8 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
 
 
 TREND_DAMPING = 0.95  # of a period's trend, the share that carries into each later period
+TOTAL_DRAWS = 400  # term paths for the totals' bands: about 3 ms a contract in the daily job
+TOTAL_SEED = 20261202
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,33 @@ class TermAdvice:
     p50: list[float]
     p90: list[float]
     outcomes: list[float] = field(default_factory=list, repr=False)  # the term's pooled periods
+    level_error: float = 0.0  # standard error of the fitted level, shared by every period
+
+    def totals(self, commitments: dict[str, float], committed_rate: Decimal,
+               overage_rate: Decimal) -> dict[str, tuple[float, float, float]]:
+        """P10, P50 and P90 of the total cost over the term for each named commitment.
+
+        A term's total is not the sum of each period's band: TOTAL_DRAWS seeded paths draw
+        one outcome for each period (independent, as the model's period-to-period noise is)
+        and shift the whole path by one draw of the level's error, which every period
+        shares (a level fitted a little high is high for the whole term). The same paths
+        price every commitment, so their totals compare like for like."""
+        months = len(self.p50)
+        block = len(self.outcomes) // months
+        rng = random.Random(TOTAL_SEED)  # noqa: S311 - seeded for repeatable advice
+        paths = []
+        for _ in range(TOTAL_DRAWS):
+            shift = rng.gauss(0.0, self.level_error) if self.level_error else 0.0
+            paths.append([max(0.0, self.outcomes[j * block + rng.randrange(block)] + shift)
+                          for j in range(months)])
+        rate, premium = float(committed_rate), float(overage_rate)
+        out = {}
+        for name, c in commitments.items():
+            totals = [months * c * rate + premium * sum(u - c for u in path if u > c)
+                      for path in paths]
+            totals.sort()
+            out[name] = tuple(quantile(totals, q) for q in (0.1, 0.5, 0.9))
+        return out
 
 
 def term_commitment(hourly: list[float], *, period_hours: int, months: int,
@@ -228,7 +258,9 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
             band.append(quantile(outcomes, q))
     commitment = whole(newsvendor(pooled, committed_rate, overage_rate))
-    return TermAdvice(commitment, count, slope, *bands, outcomes=pooled)
+    level_error = spread / math.sqrt(count) if count > 1 else 0.0
+    return TermAdvice(commitment, count, slope, *bands, outcomes=pooled,
+                      level_error=level_error)
 
 
 def forecast(hourly: list[float], period_hours: int) -> list[float]:

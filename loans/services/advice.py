@@ -100,6 +100,10 @@ def commitment_draft(contract: Contract, past: History, period_hours: int,
             "%(current_cost)s %(currency)s a period over them (the rule of thumb, 80%% of "
             "average use, %(rule)s GPU-h, would cost %(rule_cost)s)."), facts)
     term = advice.term
+    totals = None if term is None else term.totals(
+        {"recommended": float(advice.recommended), "current": float(advice.current),
+         "rule_of_thumb": float(advice.rule_of_thumb)},
+        terms.committed_rate, terms.overage_rate)
     return Draft(
         kind=Kind.COMMITMENT, current=f"{advice.current:.0f}",
         recommended=f"{advice.recommended:.0f}", wording=wording,
@@ -124,7 +128,10 @@ def commitment_draft(contract: Contract, past: History, period_hours: int,
                 "periods": months, "renewal": renewal, "fitted_periods": term.periods,
                 "trend_gpu_hours_per_period": round(term.slope, 1),
                 "p10": [round(v, 1) for v in term.p10], "p50": [round(v, 1) for v in term.p50],
-                "p90": [round(v, 1) for v in term.p90]},
+                "p90": [round(v, 1) for v in term.p90],
+                # Each commitment's total cost over the term's periods, P10/P50/P90.
+                "totals": {name: [round(v, 2) for v in bands]
+                           for name, bands in totals.items()}},
         },
     )
 

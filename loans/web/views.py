@@ -1,6 +1,7 @@
 """The pages: a team lead's tenant page, the operators' fleet page, their CSV exports."""
 
 from datetime import datetime, timedelta
+from decimal import Decimal
 from functools import wraps
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
@@ -205,8 +206,24 @@ def recommendations_of(contract: Contract, now) -> list[Recommendation]:
         key=lambda r: (SHOWN_ORDER[r.state], r.kind))
     for rec in recs:
         rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
+        rec.totals = term_totals(rec)
         rec.figure_id = f"chart-recommendation-{rec.pk}-data"
     return recs
+
+
+TOTAL_ROWS = (("recommended", gettext_lazy("advised")), ("current", gettext_lazy("current")),
+              ("rule_of_thumb", gettext_lazy("80% of average")))
+
+
+def term_totals(rec: Recommendation) -> list[dict]:
+    """A commitment recommendation's P10/P50/P90 of the term's total cost for the advised,
+    the current and the rule-of-thumb commitment, as table rows (none without a term)."""
+    term = (rec.evidence or {}).get("term") if rec.kind == "commitment" else None
+    totals = (term or {}).get("totals") or {}
+    return [{"label": label, "commitment": rec.evidence.get(name),
+             **{q: Decimal(str(v)) for q, v in zip(("p10", "p50", "p90"), totals[name],
+                                                   strict=True)}}
+            for name, label in TOTAL_ROWS if name in totals]
 
 
 @require_POST

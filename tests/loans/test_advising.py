@@ -30,6 +30,11 @@ def test_the_job_recommends_a_commitment_and_a_smaller_base_quota(contract, mete
     assert commitment.evidence["term"]["periods"] == 10
     assert not commitment.evidence["term"]["renewal"]
     assert commitment.message.startswith("For the 10 periods left in the term, commit ")
+    # The term's total for the advised, the current and the rule-of-thumb commitment.
+    totals = commitment.evidence["term"]["totals"]
+    assert set(totals) == {"recommended", "current", "rule_of_thumb"}
+    assert all(p10 <= p50 <= p90 for p10, p50, p90 in totals.values())
+    assert totals["current"][0] >= 1000 * 10 * 10  # ten periods of 1,000 GPU-h at 10
     # The story never holds more than 3 GPUs at once: a base quota of 8 sits mostly unused.
     assert (recs["base_quota"].current, recs["base_quota"].recommended) == ("8", "4")
 
@@ -138,6 +143,10 @@ def test_the_page_shows_the_cost_curve_with_the_chosen_point_and_buttons_for_lea
     assert marked["x"] == [float(rec.recommended)]
     assert min(figure["data"][2]["y"]) == pytest.approx(marked["y"][0], rel=0.01)
     assert f"/recommendations/{rec.pk}/accept/" in response.content.decode()
+    rows = {t["label"]: t for t in shown["commitment"].totals}
+    assert list(rows) == ["advised", "current", "80% of average"]
+    assert str(rows["advised"]["p50"]) == str(rec.evidence["term"]["totals"]["recommended"][1])
+    assert "Total cost over the 10 periods, CNY" in response.content.decode()
     client.force_login(member)
     assert f"/recommendations/{rec.pk}/accept/" not in client.get(
         "/en/tenants/vision/").content.decode()

@@ -181,3 +181,40 @@ def test_a_term_commitment_follows_a_clear_trend_and_ignores_a_season():
     assert seasonal.slope == 0
     assert recommend.term_commitment([1.0] * 100, period_hours=month, months=12,
                                      committed_rate=RC, overage_rate=RO) is None
+
+
+def test_a_flat_history_s_term_totals_are_its_exact_bills():
+    month = 720
+    term = recommend.term_commitment([2.0] * (4 * month), period_hours=month, months=10,
+                                     committed_rate=RC, overage_rate=RO)
+    totals = term.totals({"advised": 1440.0, "low": 1000.0, "high": 2000.0}, RC, RO)
+    # 1,440 GPU-h a period every period: no spread, so every band is the bill of ten periods.
+    assert totals["advised"] == pytest.approx((14400 * 10,) * 3)
+    assert totals["low"] == pytest.approx(((1000 * 10 + 440 * 12) * 10,) * 3)
+    assert totals["high"] == pytest.approx((2000 * 10 * 10,) * 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(periods=st.integers(1, 5), months=st.integers(1, 14), seed=st.integers(0, 10**6),
+       premium=st.sampled_from([Decimal("12"), Decimal("15"), Decimal("30")]),
+       c1=st.floats(0, 3000), c2=st.floats(0, 3000))
+def test_term_totals_are_ordered_and_move_with_the_commitment_as_bills_do(
+        periods, months, seed, premium, c1, c2):
+    """Whatever the history, each commitment's P10 <= P50 <= P90; no total is below the
+    committed money; and a commitment higher by d changes every path's total by between
+    months x d x (r_c - r_o) and months x d x r_c, so each band moves within those bounds
+    too (the same paths price both)."""
+    rng = random.Random(seed)
+    month = 240
+    hourly = [rng.uniform(0, 6) * (1 + 0.2 * (h // month)) for h in range(periods * month)]
+    term = recommend.term_commitment(hourly, period_hours=month, months=months,
+                                     committed_rate=RC, overage_rate=premium)
+    low, high = sorted((c1, c2))
+    bands = term.totals({"low": low, "high": high}, RC, premium)
+    d = (high - low) * months
+    for name, c in (("low", low), ("high", high)):
+        p10, p50, p90 = bands[name]
+        assert c * months * 10 - 1e-6 <= p10 <= p50 <= p90
+    for k in range(3):
+        moved = bands["high"][k] - bands["low"][k]
+        assert d * float(RC - premium) - 1e-6 <= moved <= d * float(RC) + 1e-6
