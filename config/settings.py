@@ -350,6 +350,10 @@ PLAN_SWITCH_MARGIN_PERCENT = env_int("PLAN_SWITCH_MARGIN_PERCENT", 10)
 # A dismissed or accepted recommendation is not raised again for 30 days unless its value moved
 # by more than this share of it.
 ADVICE_MOVE_PERCENT = env_int("ADVICE_MOVE_PERCENT", 10)
+# The base quota advised leaves at most this share of the coming hours needing a burst.
+BURST_HOURS_PERCENT = env_int("BURST_HOURS_PERCENT", 5)
+if BURST_HOURS_PERCENT > 100:
+    raise ImproperlyConfigured(f"BURST_HOURS_PERCENT={BURST_HOURS_PERCENT} is above 100.")
 BURST_MAX_DAYS = env_int("BURST_MAX_DAYS", 31, minimum=1)
 
 # Throttle counters: per process by default; point CACHE_URL at Redis to share them.

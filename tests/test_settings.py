@@ -40,6 +40,7 @@ def manage(*args: str, **env: str) -> subprocess.CompletedProcess:
     ({"RAW_RETENTION_DAYS": "0"}, "RAW_RETENTION_DAYS=0 is below the minimum of 1."),
     ({"LATE_DATA_GRACE_HOURS": "two"}, "LATE_DATA_GRACE_HOURS='two' is not an integer."),
     ({"DEFAULT_CURRENCY": "RMB1"}, "DEFAULT_CURRENCY='RMB1' is not an ISO 4217 code."),
+    ({"BURST_HOURS_PERCENT": "101"}, "BURST_HOURS_PERCENT=101 is above 100."),
     ({**PRODUCTION, "ALLOWED_HOSTS": ""}, "ALLOWED_HOSTS must be set when DEBUG is off"),
 ])
 def test_a_bad_setting_stops_start_up_with_a_message_naming_it(env, message):

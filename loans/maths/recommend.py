@@ -116,13 +116,15 @@ def whole(value: float) -> Decimal:
 
 def advise_commitment(hourly: list[float], *, period_hours: int, current: Decimal,
                       committed_rate: Decimal, overage_rate: Decimal,
-                      term_months: int | None = None) -> CommitmentAdvice | None:
+                      term_months: int | None = None,
+                      term: "TermAdvice | None" = None) -> CommitmentAdvice | None:
     """The commitment to ask for, from the longest lookback that has history; the shortest
     lookback is run too and the lower of the two optima taken, so a stale history never drives
     an over-commitment. None without a period's worth of history.
 
     With `term_months`, the commitment is held for that many periods: it and its cost curve
-    come from the term model (term_commitment), the expected cost a period over the term."""
+    come from the term model (term_commitment, or `term` where the caller fitted it), the
+    expected cost a period over the term."""
     lookback = next((days for days in LOOKBACKS if period_windows(hourly, period_hours, days)),
                     None)
     if lookback is None:
@@ -137,9 +139,9 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     chosen = min(x for x in (long_optimum, short_optimum, drift_optimum) if x is not None)
     recommended = whole(chosen)
     rule = whole(0.8 * statistics.fmean(values))
-    term = (term_commitment(hourly, period_hours=period_hours, months=term_months,
-                            committed_rate=committed_rate, overage_rate=overage_rate)
-            if term_months else None)
+    if term is None and term_months:
+        term = term_commitment(hourly, period_hours=period_hours, months=term_months,
+                               committed_rate=committed_rate, overage_rate=overage_rate)
     priced = values
     if term is not None:
         recommended = term.commitment
@@ -184,6 +186,16 @@ class TermAdvice:
     p90: list[float]
     outcomes: list[float] = field(default_factory=list, repr=False)  # the term's pooled periods
     level_error: float = 0.0  # standard error of the fitted level, shared by every period
+    centres: list[float] = field(default_factory=list, repr=False)  # each period's trend
+    level: float = 0.0  # the trend at the last whole period of history: today's usage
+
+    @property
+    def growth(self) -> list[float]:
+        """Each term period's usage as the trend forecasts it, against today's: what the
+        concurrent demand of today's hours is scaled by (1.0 a period without a trend)."""
+        if self.level <= 0:
+            return [1.0] * len(self.centres)
+        return [centre / self.level for centre in self.centres]
 
     def totals(self, commitments: dict[str, float], committed_rate: Decimal,
                overage_rate: Decimal) -> dict[str, tuple[float, float, float]]:
@@ -246,10 +258,11 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
     windows = period_windows(tail, period_hours, len(tail) // DAY_HOURS)
     deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
     last, carried = trend(count - 1), 0.0
-    bands, pooled = ([], [], []), []
+    bands, pooled, centres = ([], [], []), [], []
     for j in range(1, months + 1):
         carried += slope * TREND_DAMPING ** j
         centre = max(0.0, last + carried)
+        centres.append(centre)
         # Period-to-period noise the windows of one history cannot show: the whole periods'
         # spread around the trend, at its P10, P50 and P90 (normal).
         outcomes = [max(0.0, centre + d + z * spread) for d in deviations
@@ -260,7 +273,7 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
     commitment = whole(newsvendor(pooled, committed_rate, overage_rate))
     level_error = spread / math.sqrt(count) if count > 1 else 0.0
     return TermAdvice(commitment, count, slope, *bands, outcomes=pooled,
-                      level_error=level_error)
+                      level_error=level_error, centres=centres, level=max(0.0, last))
 
 
 def forecast(hourly: list[float], period_hours: int) -> list[float]:
@@ -305,40 +318,67 @@ class QuotaAdvice:
 
 SCALE_UP_BUSY = 0.8  # busy share of held GPU time above which a pressed team scales up
 SCALE_DOWN_BUSY = 0.3  # below it, consolidate
+LOWER_BELOW = 0.7  # a base quota is advised lower only when its demand stays under 70% of it
+
+
+def base_for_bursts(peaks: list[float], growth: list[float], share: float) -> int:
+    """The smallest whole base quota above which concurrent demand goes in at most `share`
+    of the hours ahead: the hourly peaks of the lookback, scaled by each coming period's
+    growth (the term model's usage against today's), pooled over the periods."""
+    pooled = sorted(p * g for g in growth for p in peaks)
+    allowed = math.floor(share * len(pooled) + 1e-9)  # hours that may need a burst
+    if allowed >= len(pooled):
+        return 0
+    return max(0, math.ceil(pooled[len(pooled) - allowed - 1] - 1e-9))
+
+
+def share_above(peaks: list[float], growth: list[float], base: float) -> float:
+    """The share of the hours ahead (as base_for_bursts reads them) whose demand exceeds
+    `base`: each of them needs a burst."""
+    above = sum(1 for g in growth for p in peaks if p * g > base + 1e-9)
+    return above / (len(peaks) * len(growth))
 
 
 def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float], *,
-                  base: int, cap: int, pressed: int = 0,
-                  pressed_gpus: int = 0) -> list[QuotaAdvice]:
+                  base: int, cap: int, pressed: int = 0, pressed_gpus: int = 0,
+                  growth: list[float] | None = None,
+                  burst_share: float = 0.05) -> list[QuotaAdvice]:
     """From hourly peak concurrent GPUs and GPU-hours held and busy over the lookback:
-    raise the base quota when the 95th percentile of peaks exceeds it, lower it when the 95th
-    percentile stays under 70% of it (to keep it 80% used); raise the cap when usage sits at
-    the cap in more than 5% of hours; flag consolidation when under 30% of held time is busy.
+    the base quota that leaves at most `burst_share` of the hours ahead needing a burst
+    (base_for_bursts, the peaks grown by `growth`, each coming period's usage against
+    today's, from the term model; [1.0] where there is none), advised up whenever the current
+    one leaves more, and down when it stays under 70% of the current one; raise the cap when
+    usage sits at the cap in more than 5% of hours; flag consolidation when under 30% of held
+    time is busy.
 
     The sources' scale rule: when over 80% of the held GPU time is busy and `pressed` burst
     requests waited in the queue or were refused, the base quota grows by the most GPUs one
-    of them asked for (`pressed_gpus`), or to the 95th percentile if that is more (never
-    past the cap), and is never advised lower."""
+    of them asked for (`pressed_gpus`), or to the demand's base if that is more (never past
+    the cap), and is never advised lower."""
     out: list[QuotaAdvice] = []
     held_hours = [p for p in peaks if p > 0]
     if not peaks or not held_hours:
         return out
+    growth = growth or [1.0]
     p95 = quantile(peaks, 0.95)
+    needed = base_for_bursts(peaks, growth, burst_share)
     evidence = {"p95_concurrent_gpus": round(p95, 2), "hours": len(peaks),
-                "peak_concurrent_gpus": round(max(peaks), 2)}
+                "peak_concurrent_gpus": round(max(peaks), 2),
+                "burst_share_allowed": burst_share, "periods_ahead": len(growth),
+                "growth": [round(g, 3) for g in growth],
+                "burst_share_now": round(share_above(peaks, growth, base), 4),
+                "burst_share_advised": round(share_above(peaks, growth, needed), 4)}
     held, worked = sum(allocated), sum(busy)
     busy_share = worked / held if held > 0 else 0.0
-    wanted = min(cap, max(base + pressed_gpus, math.ceil(p95 - 1e-9)))  # never past the cap
+    wanted = min(cap, max(base + pressed_gpus, needed))  # never past the cap
     if busy_share > SCALE_UP_BUSY and pressed > 0:
         if wanted > base:
-            out.append(QuotaAdvice("base_quota", base, wanted,
-                                   {**evidence, "busy_share": round(busy_share, 4),
-                                    "bursts_pressed": pressed, "scale_up": True}))
-    elif p95 > base:
-        out.append(QuotaAdvice("base_quota", base, math.ceil(p95 - 1e-9), evidence))
-    elif p95 < 0.7 * base:
-        out.append(QuotaAdvice("base_quota", base, max(1, math.ceil(p95 / 0.8 - 1e-9)),
-                               evidence))
+            out.append(QuotaAdvice("base_quota", base, wanted, {
+                **evidence, "burst_share_advised": round(share_above(peaks, growth, wanted), 4),
+                "busy_share": round(busy_share, 4), "bursts_pressed": pressed,
+                "scale_up": True}))
+    elif needed > base or needed < LOWER_BELOW * base:
+        out.append(QuotaAdvice("base_quota", base, needed, evidence))
     at_cap = sum(1 for p in peaks if p >= cap - 1e-9) / len(peaks)
     if cap > 0 and at_cap > 0.05:
         out.append(QuotaAdvice("max_quota", cap, math.ceil(cap * 1.25),

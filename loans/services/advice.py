@@ -3,7 +3,6 @@ and keeps one open recommendation per contract and kind up to date. A lead's dec
 respected: a recommendation dismissed or accepted is not raised again with the same value,
 or one within ADVICE_MOVE_PERCENT of it, for 30 days."""
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,8 +14,8 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.maths import recommend
-from loans.maths.billing import money
-from loans.models import BurstRequest, Contract, Plan, Recommendation
+from loans.models import BurstRequest, Contract, Recommendation
+from loans.services import plan_advice
 from metering import usage
 from metering.usage.series import tenant_series
 
@@ -64,14 +63,25 @@ def periods_ahead(contract: Contract, now: datetime) -> tuple[int, bool]:
     return (left, False) if left else (contract.terms().term_months, True)
 
 
-def commitment_draft(contract: Contract, past: History, period_hours: int,
-                     now: datetime) -> Draft | None:
+def term_model(contract: Contract, past: History, period_hours: int,
+               now: datetime) -> recommend.TermAdvice | None:
+    """The demand model over the periods a change made now would hold, fitted once for the
+    commitment, the base quota and the plan."""
+    terms = contract.terms()
+    months, _renewal = periods_ahead(contract, now)
+    return recommend.term_commitment(
+        past.allocated, period_hours=period_hours, months=months,
+        committed_rate=terms.committed_rate, overage_rate=terms.overage_rate)
+
+
+def commitment_draft(contract: Contract, past: History, period_hours: int, now: datetime,
+                     term: recommend.TermAdvice | None = None) -> Draft | None:
     terms = contract.terms()
     months, renewal = periods_ahead(contract, now)
     advice = recommend.advise_commitment(
         past.allocated, period_hours=period_hours, current=terms.committed_gpu_hours,
         committed_rate=terms.committed_rate, overage_rate=terms.overage_rate,
-        term_months=months)
+        term_months=months, term=term)
     if advice is None or not advice.worth_changing:
         return None
     # Below 1% of the commitment the change is noise, not advice.
@@ -149,7 +159,10 @@ def pressed_bursts(contract: Contract, now: datetime) -> tuple[int, int]:
     return len(pressed), max(pressed, default=0)
 
 
-def quota_drafts(contract: Contract, past: History, now: datetime) -> list[Draft]:
+def quota_drafts(contract: Contract, past: History, now: datetime,
+                 term: recommend.TermAdvice | None = None) -> list[Draft]:
+    """Quotas from the last QUOTA_DAYS' concurrent GPUs, grown as the term model forecasts
+    usage over the periods ahead (as they are without one)."""
     terms = contract.terms()
     recent = QUOTA_DAYS * 24
     pressed, pressed_gpus = pressed_bursts(contract, now)
@@ -157,7 +170,8 @@ def quota_drafts(contract: Contract, past: History, now: datetime) -> list[Draft
     for advice in recommend.advise_quotas(
             past.peaks[-recent:], past.allocated[-recent:], past.busy[-recent:],
             base=terms.base_quota_gpus, cap=terms.max_quota_gpus, pressed=pressed,
-            pressed_gpus=pressed_gpus):
+            pressed_gpus=pressed_gpus, growth=term.growth if term else None,
+            burst_share=settings.BURST_HOURS_PERCENT / 100):
         e = advice.evidence
         if advice.kind == "base_quota" and e.get("scale_up"):
             wording = worded(gettext_noop(
@@ -167,21 +181,27 @@ def quota_drafts(contract: Contract, past: History, now: datetime) -> list[Draft
                 "new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
                 "busy": e["busy_share"] * 100, "days": QUOTA_DAYS, "pressed": pressed})
         elif advice.kind == "base_quota":
+            # The last QUOTA_DAYS' hours, grown as forecast over each of the periods ahead
+            # (recommend.base_for_bursts); lowered only below 70% of the quota.
             facts = {"new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
-                     "days": QUOTA_DAYS, "p95": f"{e['p95_concurrent_gpus']:,.1f}"}
+                     "days": QUOTA_DAYS, "months": e["periods_ahead"],
+                     "now_share": e["burst_share_now"] * 100,
+                     "new_share": e["burst_share_advised"] * 100,
+                     "allowed": settings.BURST_HOURS_PERCENT}
             if advice.recommended > advice.current:
                 wording = worded(gettext_noop(
-                    "Raise the base quota to %(new)s GPUs (now %(old)s): in 95%% of the last "
-                    "%(days)s days' hours up to %(p95)s GPUs were in use at once, more than the "
-                    "quota guarantees; %(new)s covers them."), facts)
+                    "Raise the base quota to %(new)s GPUs (now %(old)s): with the last "
+                    "%(days)s days' use grown as forecast over the %(months)s periods ahead, "
+                    "more than %(old)s GPUs would be in use at once in %(now_share).1f%% of "
+                    "hours, each needing a burst; above %(new)s GPUs in %(new_share).1f%%, "
+                    "within the %(allowed)s%% allowed."), facts)
             else:
-                # recommend.advise_quotas: lowered when that use stays under 70% of the quota,
-                # to a quota it would fill to about 80%.
                 wording = worded(gettext_noop(
-                    "Lower the base quota to %(new)s GPUs (now %(old)s): in 95%% of the last "
-                    "%(days)s days' hours at most %(p95)s GPUs were in use at once, under 70%% "
-                    "of the quota. At %(new)s GPUs that use fills about 80%% of it (%(p95)s / "
-                    "0.8, rounded up)."), facts)
+                    "Lower the base quota to %(new)s GPUs (now %(old)s): with the last "
+                    "%(days)s days' use grown as forecast over the %(months)s periods ahead, "
+                    "more than %(new)s GPUs would be in use at once in only %(new_share).1f%% "
+                    "of hours (%(allowed)s%% may need a burst), so most of the guarantee "
+                    "would go unused."), facts)
         elif advice.kind == "max_quota":
             wording = worded(gettext_noop(
                 "Raise the max quota to %(new)s GPUs (now %(old)s, plus a quarter): usage sat "
@@ -201,61 +221,19 @@ def quota_drafts(contract: Contract, past: History, now: datetime) -> list[Draft
     return drafts
 
 
-def plan_draft(contract: Contract, past: History, period_hours: int) -> Draft | None:
-    """The last three periods' usage priced under every offered plan for the same GPUs, each
-    with its upfront fee spread over its term. A plan qualifies only if its cap holds the peak
-    and its base quota guarantees what the usage needed (the 95th percentile of concurrent
-    GPUs, or the current base quota where that is lower): a cheaper plan that guarantees
-    nothing is no advice."""
-    if len(past.allocated) < 3 * period_hours:
+def plan_draft(contract: Contract, past: History, period_hours: int, now: datetime,
+               term: recommend.TermAdvice | None = None) -> Draft | None:
+    """Another plan of the catalogue, priced over the periods ahead on the demand model
+    (loans.services.plan_advice), read on the quota lookback's concurrent GPUs."""
+    _months, renewal = periods_ahead(contract, now)
+    if term is None:
+        term = term_model(contract, past, period_hours, now)
+    choice = plan_advice.best_plan(contract, past.peaks[-QUOTA_DAYS * 24:], term, renewal)
+    if choice is None:
         return None
-    recent = past.allocated[-3 * period_hours:]
-    windows = [sum(recent[k * period_hours:(k + 1) * period_hours]) for k in range(3)]
-    peaks = past.peaks[-3 * period_hours:]
-    peak = max(peaks, default=0.0)
-    terms = contract.terms()
-    needed_base = min(terms.base_quota_gpus,
-                      math.ceil(recommend.quantile(peaks, 0.95) - 1e-9) if peaks else 0)
-    own = recommend.plan_cost(windows, terms.committed_gpu_hours, terms.committed_rate,
-                              terms.overage_rate)
-    options = []
-    for plan in Plan.objects.filter(is_offered=True, currency=terms.currency).exclude(
-            pk=contract.plan_id):
-        if plan.gpu_model and plan.gpu_model != contract.plan.gpu_model:
-            continue
-        rate = plan.effective_overage_rate()
-        fee = money(3 * plan.upfront_fee / plan.term_months)  # three periods' share
-        options.append((recommend.plan_cost(windows, plan.committed_gpu_hours,
-                                            plan.committed_rate, rate) + fee,
-                        plan, plan.max_quota_gpus >= peak, plan.base_quota_gpus >= needed_base,
-                        fee))
-    feasible = sorted((o for o in options if o[2] and o[3]), key=lambda o: o[0])
-    margin = Decimal(settings.PLAN_SWITCH_MARGIN_PERCENT) / 100
-    if not feasible or feasible[0][0] > own * (1 - margin):
-        return None
-    best_cost, best, _cap, _base, fee = feasible[0]
-    saving = money((own - best_cost) / 3)
-    if fee:
-        wording = worded(gettext_noop(
-            "%(plan)s would have cost %(cost)s %(currency)s over the last three periods, its "
-            "upfront fee of %(fee)s spread over its %(term)s months included, instead of "
-            "%(own)s under the current terms."), {
-            "plan": best.name, "cost": f"{best_cost:,.2f}", "currency": terms.currency,
-            "own": f"{own:,.2f}", "fee": f"{best.upfront_fee:,.2f}", "term": best.term_months})
-    else:
-        wording = worded(gettext_noop(
-            "%(plan)s would have cost %(cost)s %(currency)s over the last three periods "
-            "instead of %(own)s under the current terms."), {
-            "plan": best.name, "cost": f"{best_cost:,.2f}", "currency": terms.currency,
-            "own": f"{own:,.2f}"})
-    return Draft(
-        kind=Kind.PLAN, current=contract.plan.name, recommended=best.name, wording=wording,
-        expected_saving=saving, lookback_days=3 * period_hours // 24,
-        evidence={"current_cost": str(own), "peak_concurrent_gpus": peak,
-                  "base_quota_needed": needed_base,
-                  "plans": [{"plan": plan.name, "cost": str(c), "fits_peak": cap,
-                             "guarantees_base": base, "upfront_fee_share": str(f)}
-                            for c, plan, cap, base, f in sorted(options, key=lambda o: o[0])]})
+    return Draft(kind=Kind.PLAN, current=contract.plan.name, recommended=choice.best.name,
+                 wording=choice.wording, expected_saving=choice.saving,
+                 lookback_days=term.periods * period_hours // 24, evidence=choice.evidence)
 
 
 def period_hours_of(contract: Contract) -> int:
@@ -270,9 +248,10 @@ def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
         return []
     period_hours = period_hours_of(contract)
     past = history(contract, now)
-    drafts = [commitment_draft(contract, past, period_hours, now),
-              *quota_drafts(contract, past, now),
-              plan_draft(contract, past, period_hours)]
+    term = term_model(contract, past, period_hours, now)
+    drafts = [commitment_draft(contract, past, period_hours, now, term),
+              *quota_drafts(contract, past, now, term),
+              plan_draft(contract, past, period_hours, now, term)]
     return [d for d in drafts if d is not None]
 
 

@@ -1,5 +1,6 @@
 """The recommendation job on metered usage, and a lead's accept / dismiss."""
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -35,8 +36,13 @@ def test_the_job_recommends_a_commitment_and_a_smaller_base_quota(contract, mete
     assert set(totals) == {"recommended", "current", "rule_of_thumb"}
     assert all(p10 <= p50 <= p90 for p10, p50, p90 in totals.values())
     assert totals["current"][0] >= 1000 * 10 * 10  # ten periods of 1,000 GPU-h at 10
-    # The story never holds more than 3 GPUs at once: a base quota of 8 sits mostly unused.
-    assert (recs["base_quota"].current, recs["base_quota"].recommended) == ("8", "4")
+    # The story never holds more than 3 GPUs at once: a base quota of 8 sits mostly unused,
+    # and 3 leaves no hour needing a burst.
+    base = recs["base_quota"]
+    assert (base.current, base.recommended) == ("8", "3")
+    assert base.evidence["burst_share_advised"] == 0 and base.evidence["periods_ahead"] == 10
+    assert base.message.startswith("Lower the base quota to 3 GPUs (now 8): with the last 30 "
+                                   "days' use grown as forecast over the 10 periods ahead")
 
 
 def test_running_twice_keeps_one_open_recommendation_per_kind(contract, metered):
@@ -167,37 +173,66 @@ def test_the_same_usage_gets_the_same_commitment_in_february_and_march(contract,
 
     seen = []
     monkeypatch.setattr(advice, "commitment_draft",
-                        lambda contract, past, period_hours, now: seen.append(period_hours))
+                        lambda contract, past, period_hours, now, term: seen.append(period_hours))
     monkeypatch.setattr(advice, "plan_draft", lambda *args: None)
     for now in (datetime(2027, 2, 15, tzinfo=UTC), datetime(2027, 3, 15, tzinfo=UTC)):
         advice.drafts_for(contract, now)
     assert seen == [730, 730]  # a year of 8,760 hours in twelve periods
 
 
-def offered(name: str, *, base: int, fee: str, term: int) -> Plan:
+def offered(name: str, *, base: int, fee: str, term: int, committed: int = 3000,
+            rate: int = 8) -> Plan:
     plan = Plan(name=name, gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=base,
-                max_quota_gpus=16, committed_gpu_hours=Decimal(3000), committed_rate=Decimal(8),
-                upfront_fee=Decimal(fee), term_months=term, currency="CNY")
+                max_quota_gpus=16, committed_gpu_hours=Decimal(committed),
+                committed_rate=Decimal(rate), upfront_fee=Decimal(fee), term_months=term,
+                currency="CNY")
     plan.full_clean()
     plan.save()
     return plan
 
 
+def flat(gpus: float) -> History:
+    hours = 3 * 730
+    return History(allocated=[gpus] * hours, busy=[gpus / 2] * hours, peaks=[gpus] * hours)
+
+
 def test_a_plan_switch_counts_upfront_fees_and_never_drops_the_guarantee_used(contract):
     """It advised, mid-term, a plan with a 1,000,000 upfront fee and a 36-month term, and one
     with base quota 0 for a team that used its GPUs, "to save 2,896 a period"."""
-    past = History(allocated=[4.0] * (3 * 730), busy=[2.0] * (3 * 730), peaks=[4.0] * (3 * 730))
-    # Under the contract: 10,000 + 1,920 x 12 = 33,040 a period; 3,000 GPU-h at 8 is 24,000.
-    offered("Fee heavy", base=8, fee="1000000", term=36)
-    offered("No guarantee", base=0, fee="0", term=12)
-    assert plan_draft(contract, past, 730) is None
+    past = flat(4.0)
+    # Under the contract: 10,000 + 1,920 x 12 = 33,040 a period, 330,400 over the 10 left.
+    offered("Fee heavy", base=8, fee="1000000", term=36)  # 240,000 + 10/36 of the fee
+    offered("No guarantee", base=0, fee="0", term=12)  # 4 GPUs are used at once
+    assert plan_draft(contract, past, 730, NOW) is None
     offered("Fair", base=4, fee="36000", term=12)
-    draft = plan_draft(contract, past, 730)
+    draft = plan_draft(contract, past, 730, NOW)
     assert draft.recommended == "Fair"
-    assert draft.expected_saving == Decimal("33040") - Decimal("24000") - Decimal("3000")
-    assert "upfront fee of 36,000.00 spread over its 12 months" in draft.wording.english
+    # 3,000 GPU-h at 8 for 10 periods, and 10/12 of the fee: 270,000 against 330,400.
+    assert draft.expected_saving == (Decimal("330400") - Decimal("270000")) / 10
+    assert draft.wording.english.startswith(
+        "Over the 10 periods left in the term, Fair is expected to cost 270,000.00 CNY, "
+        "30,000.00 of its upfront fee and the 0.00 still owed")
     fits = {p["plan"]: (p["fits_peak"], p["guarantees_base"]) for p in draft.evidence["plans"]}
     assert fits["No guarantee"] == (True, False) and draft.evidence["base_quota_needed"] == 4
+
+
+def test_a_smaller_plan_waits_for_renewal_while_the_signed_commitment_is_still_owed(
+        contract):
+    """1 GPU used against 1,000 GPU-h committed at 10: 10,000 a period. A plan committing 500
+    at 10 would bill 5,000 + 230 x 12 = 7,760, but mid-term the 5,000 a period still owed on
+    the signed commitment makes it 12,760: no advice until the term ends."""
+    past = flat(1.0)
+    offered("Smaller", base=1, fee="0", term=12, committed=500, rate=10)
+    assert plan_draft(contract, past, 730, NOW) is None
+    renewal = contract.periods()[-1].start + timedelta(days=3)
+    draft = plan_draft(contract, past, 730, renewal)
+    assert draft.recommended == "Smaller" and draft.evidence["renewal"]
+    assert draft.evidence["periods"] == 12
+    assert draft.expected_saving == Decimal("10000") - Decimal("7760")
+    assert draft.wording.english.startswith("For the next term (12 periods), Smaller is "
+                                            "expected to cost 93,120.00 CNY")
+    owed = {p["plan"]: p["still_owed"] for p in draft.evidence["plans"]}
+    assert owed == {"Smaller": "0"}
 
 
 def test_bursts_that_waited_or_were_refused_are_the_pressure_the_scale_rule_reads(

@@ -120,9 +120,10 @@ def test_quotas_follow_the_peaks_and_the_busy_share():
         busy_peaks, [1.0] * 100, [0.9] * 100, base=8, cap=16) if a.kind == "base_quota"]
     assert (raise_base.current, raise_base.recommended) == (8, 10)
 
-    quiet = [2.0] * 100  # p95 at 2, under 70% of 8: lower it to keep it 80% used
+    quiet = [2.0] * 100  # never over 2, under 70% of 8: lower it to what needs no burst
     (lower,) = recommend.advise_quotas(quiet, [1.0] * 100, [0.9] * 100, base=8, cap=16)
-    assert (lower.kind, lower.recommended) == ("base_quota", 3)
+    assert (lower.kind, lower.recommended) == ("base_quota", 2)
+    assert lower.evidence["burst_share_advised"] == 0
 
     capped = [16.0] * 10 + [9.0] * 90  # at the cap 10% of hours
     kinds = {a.kind: a for a in recommend.advise_quotas(capped, [1.0] * 100, [0.9] * 100,
@@ -218,3 +219,39 @@ def test_term_totals_are_ordered_and_move_with_the_commitment_as_bills_do(
     for k in range(3):
         moved = bands["high"][k] - bands["low"][k]
         assert d * float(RC - premium) - 1e-6 <= moved <= d * float(RC) + 1e-6
+
+
+@settings(max_examples=200, deadline=None)
+@given(peaks=st.lists(st.floats(0, 64, allow_nan=False), min_size=1, max_size=60),
+       growth=st.lists(st.floats(0.2, 3), min_size=1, max_size=6),
+       share=st.sampled_from([0.0, 0.01, 0.05, 0.2, 1.0]))
+def test_the_base_quota_for_bursts_is_the_least_that_keeps_burst_hours_within_the_share(
+        peaks, growth, share):
+    """Brute force: try every whole quota from 0 up and count the hours ahead (each peak in
+    each period, grown) that exceed it."""
+    hours = [p * g for g in growth for p in peaks]
+
+    def needing_a_burst(base: int) -> int:
+        return sum(1 for h in hours if h > base + 1e-9)
+
+    least = next(b for b in range(0, 200) if needing_a_burst(b) <= share * len(hours) + 1e-9)
+    assert recommend.base_for_bursts(peaks, growth, share) == least
+    assert recommend.share_above(peaks, growth, least) <= share + 1e-9
+
+
+def test_a_growing_team_s_base_quota_is_read_on_the_demand_the_term_model_forecasts():
+    month = 720
+    # Usage a month grows by 10% of the first: 4 GPUs at once, then 4.4, ..., 6 in month six.
+    growing = [4.0 * (1 + 0.1 * (h // month)) for h in range(6 * month)]
+    term = recommend.term_commitment(growing, period_hours=month, months=12,
+                                     committed_rate=RC, overage_rate=RO)
+    assert term.growth == sorted(term.growth) and term.growth[0] > 1
+    recent = growing[-month:]
+    # Today's 6 GPUs fit a base quota of 6: read on today's hours, nothing to raise.
+    assert recommend.advise_quotas(recent, recent, recent, base=6, cap=16) == []
+    (base,) = recommend.advise_quotas(recent, recent, recent, base=6, cap=16,
+                                      growth=term.growth)
+    # Over the year ahead the same hours grow past 6 GPUs; 95% of them fit the advice.
+    assert base.kind == "base_quota" and base.recommended > 6
+    assert base.recommended == recommend.base_for_bursts(recent, term.growth, 0.05)
+    assert base.evidence["burst_share_now"] > 0.05 >= base.evidence["burst_share_advised"]

@@ -1,0 +1,121 @@
+"""Which plan of the catalogue to hold: every offered plan for the same GPUs priced over the
+periods a change made now would cover, on the same demand model as the commitment and the base
+quota (loans.maths.recommend.TermAdvice).
+
+Over those periods each option costs its expected bills (the model's outcomes priced at the
+plan's numbers) plus:
+- its upfront fee, the share of its term those periods are (a 36-month plan's fee is not all
+  spent on 10 months);
+- mid-term, what is still owed on the current commitment: the committed money already signed
+  for the rest of the term is due whatever the team moves to, so a plan that commits less
+  money still pays the difference each period;
+- at renewal (the last period), keeping the current terms means signing them again, their
+  own upfront fee included.
+
+A plan qualifies only if its base quota is at least the one the demand model needs (at most
+BURST_HOURS_PERCENT of the hours ahead needing a burst) and its cap holds the peak: a cheaper
+plan that guarantees less than the team uses is no advice."""
+
+import statistics
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.conf import settings
+from django.utils.translation import gettext_noop
+
+from core.wording import Wording, worded
+from loans.maths import recommend
+from loans.maths.billing import money
+from loans.models import Contract, Plan
+
+HISTORY_PERIODS = 3  # a plan is a bigger change than a commitment: three whole periods first
+
+
+@dataclass(frozen=True)
+class Option:
+    plan: str
+    cost: Decimal  # expected over the periods, fee share and what is still owed included
+    fee_share: Decimal
+    owed: Decimal  # still owed on the current commitment (mid-term)
+    fits_peak: bool
+    guarantees_base: bool
+
+    def as_evidence(self) -> dict:
+        return {"plan": self.plan, "cost": str(self.cost), "fits_peak": self.fits_peak,
+                "guarantees_base": self.guarantees_base,
+                "upfront_fee_share": str(self.fee_share), "still_owed": str(self.owed)}
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    best: Plan
+    saving: Decimal  # expected, per period
+    wording: Wording
+    evidence: dict
+
+
+def expected_cost(term: recommend.TermAdvice, committed: Decimal, committed_rate: Decimal,
+                  overage_rate: Decimal) -> Decimal:
+    """The expected bills over the term model's periods under these numbers: the mean over
+    each period's outcomes, summed (the pool holds the periods in equal blocks)."""
+    c, rate, premium = float(committed), float(committed_rate), float(overage_rate)
+    mean = statistics.fmean(c * rate + premium * max(0.0, u - c) for u in term.outcomes)
+    return money(Decimal(repr(mean * len(term.p50))))
+
+
+def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice | None,
+              renewal: bool) -> PlanChoice | None:
+    """The cheapest qualifying plan over the periods ahead, if it beats the current terms by
+    PLAN_SWITCH_MARGIN_PERCENT, else None."""
+    if term is None or term.periods < HISTORY_PERIODS or not peaks:
+        return None
+    months = len(term.p50)
+    terms = contract.terms()
+    peak = max(peaks)
+    needed = recommend.base_for_bursts(peaks, term.growth,
+                                       settings.BURST_HOURS_PERCENT / 100)
+    own_fee = terms.upfront_fee if renewal else Decimal(0)
+    own = expected_cost(term, terms.committed_gpu_hours, terms.committed_rate,
+                        terms.overage_rate) + own_fee
+    signed_money = terms.committed_gpu_hours * terms.committed_rate
+    options = []
+    for plan in Plan.objects.filter(is_offered=True, currency=terms.currency).exclude(
+            pk=contract.plan_id):
+        if plan.gpu_model and plan.gpu_model != contract.plan.gpu_model:
+            continue
+        fee = money(plan.upfront_fee * min(months, plan.term_months) / plan.term_months)
+        owed = Decimal(0) if renewal else money(
+            max(Decimal(0), signed_money - plan.committed_gpu_hours * plan.committed_rate)
+            * months)
+        cost = expected_cost(term, plan.committed_gpu_hours, plan.committed_rate,
+                             plan.effective_overage_rate()) + fee + owed
+        options.append((plan, Option(plan.name, cost, fee, owed, plan.max_quota_gpus >= peak,
+                                     plan.base_quota_gpus >= needed)))
+    options.sort(key=lambda o: o[1].cost)
+    feasible = [(plan, o) for plan, o in options if o.fits_peak and o.guarantees_base]
+    margin = Decimal(settings.PLAN_SWITCH_MARGIN_PERCENT) / 100
+    if not feasible or feasible[0][1].cost > own * (1 - margin):
+        return None
+    best, option = feasible[0]
+    facts = {"plan": best.name, "cost": f"{option.cost:,.2f}", "currency": terms.currency,
+             "own": f"{own:,.2f}", "months": months, "fee": f"{option.fee_share:,.2f}",
+             "owed": f"{option.owed:,.2f}", "own_fee": f"{own_fee:,.2f}",
+             "base": f"{best.base_quota_gpus:,}", "needed": f"{needed:,}"}
+    if renewal:
+        wording = worded(gettext_noop(
+            "For the next term (%(months)s periods), %(plan)s is expected to cost "
+            "%(cost)s %(currency)s, %(fee)s of its upfront fee included, against %(own)s "
+            "renewing the current terms (their upfront fee of %(own_fee)s included). It "
+            "guarantees %(base)s GPUs; the forecast needs %(needed)s."), facts)
+    else:
+        wording = worded(gettext_noop(
+            "Over the %(months)s periods left in the term, %(plan)s is expected to cost "
+            "%(cost)s %(currency)s, %(fee)s of its upfront fee and the %(owed)s still owed "
+            "on the current commitment included, against %(own)s on the current terms. It "
+            "guarantees %(base)s GPUs; the forecast needs %(needed)s."), facts)
+    return PlanChoice(
+        best=best, saving=money((own - option.cost) / months), wording=wording,
+        evidence={"current_cost": str(own), "periods": months, "renewal": renewal,
+                  "peak_concurrent_gpus": peak, "base_quota_needed": needed,
+                  "current_upfront_fee": str(own_fee),
+                  "plans": [o.as_evidence() for _plan, o in options]})
