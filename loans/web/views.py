@@ -212,7 +212,7 @@ def recommendations_of(contract: Contract, now) -> list[Recommendation]:
 
 
 TOTAL_ROWS = (("recommended", gettext_lazy("advised")), ("current", gettext_lazy("current")),
-              ("rule_of_thumb", gettext_lazy("80% of average")))
+              ("rule_of_thumb", gettext_lazy("Rule of thumb")))
 
 
 def term_totals(rec: Recommendation) -> list[dict]:

@@ -150,7 +150,7 @@ def test_the_page_shows_the_cost_curve_with_the_chosen_point_and_buttons_for_lea
     assert min(figure["data"][2]["y"]) == pytest.approx(marked["y"][0], rel=0.01)
     assert f"/recommendations/{rec.pk}/accept/" in response.content.decode()
     rows = {t["label"]: t for t in shown["commitment"].totals}
-    assert list(rows) == ["advised", "current", "80% of average"]
+    assert list(rows) == ["advised", "current", "Rule of thumb"]
     assert str(rows["advised"]["p50"]) == str(rec.evidence["term"]["totals"]["recommended"][1])
     assert "Total cost over the 10 periods, CNY" in response.content.decode()
     client.force_login(member)
