@@ -169,7 +169,7 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     )
 
 
-TREND_DAMPING = 0.95  # of a period's trend, the share that carries into each later period
+DECLINE_DAMPING = 0.95  # of a decline, the share that carries into each later period
 TOTAL_DRAWS = 400  # term paths for the totals' bands: about 3 ms a contract in the daily job
 TOTAL_SEED = 20261202
 
@@ -227,29 +227,31 @@ class TermAdvice:
 def term_commitment(hourly: list[float], *, period_hours: int, months: int,
                     committed_rate: Decimal, overage_rate: Decimal) -> TermAdvice | None:
     """The commitment that minimises the expected total over the next `months` periods when
-    it cannot change in between. Demand is a damped linear trend fitted to the history's whole
-    periods (none with under three), plus the deviations of every period-long window (a day
-    apart) from that trend; the term's periods pool into one distribution, whose quantile at
-    1 - r_c / r_o minimises the expected sum of the periods' costs (each is a newsvendor
-    cost with the same C). None without a period of history."""
+    it cannot change in between. Demand is a linear trend fitted to the history's whole
+    periods (none with under three; a decline damped), plus the deviations of every
+    period-long window (a day apart) from that trend and the periods' own spread around it,
+    as wide as so few periods can tell (period_spread); the term's periods pool into one
+    distribution, whose quantile at 1 - r_c / r_o minimises the expected sum of the periods'
+    costs (each is a newsvendor cost with the same C). None without a period of history."""
     count = len(hourly) // period_hours
     if count < 1:
         return None
     tail = hourly[len(hourly) - count * period_hours:]
     totals = [sum(tail[k * period_hours:(k + 1) * period_hours]) for k in range(count)]
-    slope, spread = 0.0, statistics.pstdev(totals) if count > 1 else 0.0
+    slope, freedom = 0.0, count - 1
+    spread = statistics.stdev(totals) if count > 1 else 0.0  # around the mean
     mean_x, mean_y = (count - 1) / 2, statistics.fmean(totals)
     sxx = sum((k - mean_x) ** 2 for k in range(count))
     if count >= 3:
         fitted = sum((k - mean_x) * (y - mean_y) for k, y in enumerate(totals)) / sxx
         residuals = [y - mean_y - fitted * (k - mean_x) for k, y in enumerate(totals)]
-        spread = math.sqrt(sum(r * r for r in residuals) / (count - 2))
+        around_line = math.sqrt(sum(r * r for r in residuals) / (count - 2))
         # A trend only where the periods show one: twice its standard error, and every
         # period moving the same way (one cycle of a season fits a slope too).
         steps = [b - a for a, b in zip(totals, totals[1:], strict=False)]
-        if (abs(fitted) > 2 * spread / math.sqrt(sxx)
+        if (abs(fitted) > 2 * around_line / math.sqrt(sxx)
                 and all(step * fitted > 0 for step in steps)):
-            slope = fitted
+            slope, spread, freedom = fitted, around_line, count - 2
     intercept = mean_y - slope * mean_x
 
     def trend(position: float) -> float:  # position in periods: 0 is the first whole period
@@ -258,15 +260,19 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
     windows = period_windows(tail, period_hours, len(tail) // DAY_HOURS)
     deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
     last, carried = trend(count - 1), 0.0
+    # A decline slows as usage nears what the team cannot do without (it never goes below
+    # zero); growth carries on (damped, it under-forecast 57 of 60 growing months in
+    # bench/backtest.py).
+    damping = DECLINE_DAMPING if slope < 0 else 1.0
     bands, pooled, centres = ([], [], []), [], []
     for j in range(1, months + 1):
-        carried += slope * TREND_DAMPING ** j
+        carried += slope * damping ** j
         centre = max(0.0, last + carried)
         centres.append(centre)
-        # Period-to-period noise the windows of one history cannot show: the whole periods'
-        # spread around the trend, at its P10, P50 and P90 (normal).
-        outcomes = [max(0.0, centre + d + z * spread) for d in deviations
-                    for z in (-1.2816, 0.0, 1.2816)]
+        # Period-to-period noise the windows of one history cannot show: the periods'
+        # spread around the trend, at its P10, P50 and P90.
+        z = period_spread(spread, freedom, count, count - 1 + j - mean_x, sxx if slope else 0)
+        outcomes = [max(0.0, centre + d + k * z) for d in deviations for k in (-1.0, 0.0, 1.0)]
         pooled.extend(outcomes)
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
             band.append(quantile(outcomes, q))
@@ -274,6 +280,28 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
     level_error = spread / math.sqrt(count) if count > 1 else 0.0
     return TermAdvice(commitment, count, slope, *bands, outcomes=pooled,
                       level_error=level_error, centres=centres, level=max(0.0, last))
+
+
+# Student's t at 0.9 by degrees of freedom: a spread read from 2 to 7 periods is itself
+# uncertain, so its P10-P90 is wider than the normal's 1.2816.
+T90 = {1: 3.078, 2: 1.886, 3: 1.638, 4: 1.533, 5: 1.476, 6: 1.440, 7: 1.415, 8: 1.397,
+       9: 1.383, 10: 1.372, 12: 1.356, 15: 1.341, 20: 1.325, 30: 1.310}
+
+
+def t90(freedom: int) -> float:
+    """From the table, at the nearest degrees of freedom at or below (the wider)."""
+    return T90[max(k for k in T90 if k <= freedom)]
+
+
+def period_spread(spread: float, freedom: int, count: int, ahead: float, sxx: float) -> float:
+    """The distance from a period's P50 to its P90 (and P10): the prediction interval of a
+    fitted mean or line, s * t90 * sqrt(1 + 1/n + (x - mean x)^2 / Sxx), which widens with
+    the periods the fit has and, for a trend, with how far ahead the period lies (the slope's
+    own error). Zero with one period: nothing shows how periods differ."""
+    if freedom < 1 or spread <= 0:
+        return 0.0
+    spread_x = ahead * ahead / sxx if sxx else 0.0
+    return spread * t90(freedom) * math.sqrt(1 + 1 / count + spread_x)
 
 
 def forecast(hourly: list[float], period_hours: int) -> list[float]:

@@ -255,3 +255,29 @@ def test_a_growing_team_s_base_quota_is_read_on_the_demand_the_term_model_foreca
     assert base.kind == "base_quota" and base.recommended > 6
     assert base.recommended == recommend.base_for_bursts(recent, term.growth, 0.05)
     assert base.evidence["burst_share_now"] > 0.05 >= base.evidence["burst_share_advised"]
+
+
+def test_the_term_bands_are_as_wide_as_a_few_periods_can_tell_and_growth_is_not_damped():
+    """The band held 34% of realised months (3 months seen) in bench/backtest.py: the normal's
+    P10-P90 around a spread read from three periods, no error in the slope, and growth damped
+    away (57 of 60 growing months fell above it)."""
+    month = 720
+    growing = [1.0 + 0.1 * (h // month) for h in range(6 * month)]  # +72 GPU-h a month
+    grown = recommend.term_commitment(growing, period_hours=month, months=12,
+                                      committed_rate=RC, overage_rate=RO)
+    assert grown.p50[-1] == pytest.approx(1.5 * month + 12 * 72)  # the line, undamped
+    shrinking = [2.0 - 0.1 * (h // month) for h in range(6 * month)]
+    shrunk = recommend.term_commitment(shrinking, period_hours=month, months=12,
+                                       committed_rate=RC, overage_rate=RO)
+    assert shrunk.p50[-1] > 1.5 * month - 12 * 72  # a decline slows
+
+    rng = random.Random(3)
+    noisy = [v * (1 + 0.02 * math.sin(h // month * 2.1)) + rng.uniform(-0.05, 0.05)
+             for h, v in enumerate(growing)]
+    term = recommend.term_commitment(noisy, period_hours=month, months=12,
+                                     committed_rate=RC, overage_rate=RO)
+    widths = [high - low for low, high in zip(term.p10, term.p90, strict=True)]
+    assert term.slope > 0 and widths == sorted(widths) and widths[-1] > widths[0]  # its error
+    # The same spread read from fewer periods is less certain: Student's t, not the normal.
+    assert recommend.period_spread(100.0, 1, 3, 0.0, 0) > recommend.period_spread(
+        100.0, 5, 6, 0.0, 0) > 100 * 1.2816
