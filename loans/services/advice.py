@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
-from loans.maths import recommend
+from loans.maths import quotas, recommend
 from loans.models import BurstRequest, Contract, Recommendation
 from loans.services import plan_advice
 from metering import usage
@@ -167,7 +167,7 @@ def quota_drafts(contract: Contract, past: History, now: datetime,
     recent = QUOTA_DAYS * 24
     pressed, pressed_gpus = pressed_bursts(contract, now)
     drafts = []
-    for advice in recommend.advise_quotas(
+    for advice in quotas.advise_quotas(
             past.peaks[-recent:], past.allocated[-recent:], past.busy[-recent:],
             base=terms.base_quota_gpus, cap=terms.max_quota_gpus, pressed=pressed,
             pressed_gpus=pressed_gpus, growth=term.growth if term else None,
@@ -182,7 +182,7 @@ def quota_drafts(contract: Contract, past: History, now: datetime,
                 "busy": e["busy_share"] * 100, "days": QUOTA_DAYS, "pressed": pressed})
         elif advice.kind == "base_quota":
             # The last QUOTA_DAYS' hours, grown as forecast over each of the periods ahead
-            # (recommend.base_for_bursts); lowered only below 70% of the quota.
+            # (quotas.base_for_bursts); lowered only below 70% of the quota.
             facts = {"new": f"{advice.recommended:,}", "old": f"{advice.current:,}",
                      "days": QUOTA_DAYS, "months": e["periods_ahead"],
                      "now_share": e["burst_share_now"] * 100,

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
-from loans.maths import recommend
+from loans.maths import quotas, recommend
 from loans.maths.billing import money
 from loans.models import Contract, Plan
 
@@ -72,7 +72,7 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
     months = len(term.p50)
     terms = contract.terms()
     peak = max(peaks)
-    needed = recommend.base_for_bursts(peaks, term.growth,
+    needed = quotas.base_for_bursts(peaks, term.growth,
                                        settings.BURST_HOURS_PERCENT / 100)
     own_fee = terms.upfront_fee if renewal else Decimal(0)
     own = expected_cost(term, terms.committed_gpu_hours, terms.committed_rate,

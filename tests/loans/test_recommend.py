@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loans.maths import recommend
+from loans.maths import quotas, recommend
 
 RC, RO = Decimal("10"), Decimal("12")  # overage at 1.2x: commit at the 1/6 quantile
 
@@ -116,46 +116,41 @@ def test_the_cost_curve_marks_the_minimum_at_the_recommendation():
 
 def test_quotas_follow_the_peaks_and_the_busy_share():
     busy_peaks = [10.0] * 96 + [4.0] * 4  # p95 at 10 with a base of 8: raise it
-    (raise_base,) = [a for a in recommend.advise_quotas(
+    (raise_base,) = [a for a in quotas.advise_quotas(
         busy_peaks, [1.0] * 100, [0.9] * 100, base=8, cap=16) if a.kind == "base_quota"]
     assert (raise_base.current, raise_base.recommended) == (8, 10)
 
     quiet = [2.0] * 100  # never over 2, under 70% of 8: lower it to what needs no burst
-    (lower,) = recommend.advise_quotas(quiet, [1.0] * 100, [0.9] * 100, base=8, cap=16)
+    (lower,) = quotas.advise_quotas(quiet, [1.0] * 100, [0.9] * 100, base=8, cap=16)
     assert (lower.kind, lower.recommended) == ("base_quota", 2)
     assert lower.evidence["burst_share_advised"] == 0
 
     capped = [16.0] * 10 + [9.0] * 90  # at the cap 10% of hours
-    kinds = {a.kind: a for a in recommend.advise_quotas(capped, [1.0] * 100, [0.9] * 100,
+    kinds = {a.kind: a for a in quotas.advise_quotas(capped, [1.0] * 100, [0.9] * 100,
                                                         base=8, cap=16)}
     assert kinds["max_quota"].recommended == 20
     assert kinds["max_quota"].evidence["share_of_hours_at_cap"] == 0.1
 
-    idle = recommend.advise_quotas([6.0] * 100, [6.0] * 100, [1.0] * 100, base=8, cap=16)
+    idle = quotas.advise_quotas([6.0] * 100, [6.0] * 100, [1.0] * 100, base=8, cap=16)
     assert [a.kind for a in idle] == ["consolidate"]
     assert idle[0].evidence["busy_share"] == pytest.approx(1 / 6, abs=1e-4)
-
-
-def test_a_plan_s_cost_over_past_periods_is_priced_period_by_period():
-    cost = recommend.plan_cost([800.0, 1200.0, 1000.0], Decimal(1000), RC, RO)
-    assert cost == 3 * Decimal("10000.00") + 200 * RO
 
 
 def test_a_busy_team_whose_bursts_wait_scales_up_and_an_idle_one_consolidates():
     hours = 30 * 24
     peaks, held = [6.0] * hours, [6.0] * hours
     busy = [5.5] * hours  # 92% of held time busy
-    base = {a.kind: a for a in recommend.advise_quotas(peaks, held, busy, base=8, cap=16,
+    base = {a.kind: a for a in quotas.advise_quotas(peaks, held, busy, base=8, cap=16,
                                                        pressed=2, pressed_gpus=4)}["base_quota"]
     assert (base.current, base.recommended) == (8, 12) and base.evidence["bursts_pressed"] == 2
     # Without waiting bursts nothing changes: 6 of 8 GPUs at the 95th percentile is 75%.
-    assert [a.kind for a in recommend.advise_quotas(peaks, held, busy, base=8, cap=16)] == []
+    assert [a.kind for a in quotas.advise_quotas(peaks, held, busy, base=8, cap=16)] == []
     # Never past the cap, and no scale-up when the GPUs held sit idle.
-    capped = recommend.advise_quotas(peaks, held, busy, base=8, cap=10, pressed=1,
+    capped = quotas.advise_quotas(peaks, held, busy, base=8, cap=10, pressed=1,
                                      pressed_gpus=8)
     assert [(a.kind, a.recommended) for a in capped if a.kind == "base_quota"] == [
         ("base_quota", 10)]
-    idle = recommend.advise_quotas(peaks, held, [1.0] * hours, base=8, cap=16, pressed=3,
+    idle = quotas.advise_quotas(peaks, held, [1.0] * hours, base=8, cap=16, pressed=3,
                                    pressed_gpus=4)
     assert [a.kind for a in idle] == ["consolidate"]
 
@@ -235,8 +230,8 @@ def test_the_base_quota_for_bursts_is_the_least_that_keeps_burst_hours_within_th
         return sum(1 for h in hours if h > base + 1e-9)
 
     least = next(b for b in range(0, 200) if needing_a_burst(b) <= share * len(hours) + 1e-9)
-    assert recommend.base_for_bursts(peaks, growth, share) == least
-    assert recommend.share_above(peaks, growth, least) <= share + 1e-9
+    assert quotas.base_for_bursts(peaks, growth, share) == least
+    assert quotas.share_above(peaks, growth, least) <= share + 1e-9
 
 
 def test_a_growing_team_s_base_quota_is_read_on_the_demand_the_term_model_forecasts():
@@ -248,12 +243,12 @@ def test_a_growing_team_s_base_quota_is_read_on_the_demand_the_term_model_foreca
     assert term.growth == sorted(term.growth) and term.growth[0] > 1
     recent = growing[-month:]
     # Today's 6 GPUs fit a base quota of 6: read on today's hours, nothing to raise.
-    assert recommend.advise_quotas(recent, recent, recent, base=6, cap=16) == []
-    (base,) = recommend.advise_quotas(recent, recent, recent, base=6, cap=16,
+    assert quotas.advise_quotas(recent, recent, recent, base=6, cap=16) == []
+    (base,) = quotas.advise_quotas(recent, recent, recent, base=6, cap=16,
                                       growth=term.growth)
     # Over the year ahead the same hours grow past 6 GPUs; 95% of them fit the advice.
     assert base.kind == "base_quota" and base.recommended > 6
-    assert base.recommended == recommend.base_for_bursts(recent, term.growth, 0.05)
+    assert base.recommended == quotas.base_for_bursts(recent, term.growth, 0.05)
     assert base.evidence["burst_share_now"] > 0.05 >= base.evidence["burst_share_advised"]
 
 
