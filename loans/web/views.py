@@ -220,10 +220,10 @@ def term_totals(rec: Recommendation) -> list[dict]:
     the current and the rule-of-thumb commitment, as table rows (none without a term)."""
     term = (rec.evidence or {}).get("term") if rec.kind == "commitment" else None
     totals = (term or {}).get("totals") or {}
-    return [{"label": label, "commitment": rec.evidence.get(name),
+    return [{"label": label, "commitment": Decimal(str(rec.evidence[name])).normalize(),
              **{q: Decimal(str(v)) for q, v in zip(("p10", "p50", "p90"), totals[name],
                                                    strict=True)}}
-            for name, label in TOTAL_ROWS if name in totals]
+            for name, label in TOTAL_ROWS if name in totals and name in rec.evidence]
 
 
 @require_POST

@@ -152,6 +152,7 @@ def test_the_page_shows_the_cost_curve_with_the_chosen_point_and_buttons_for_lea
     rows = {t["label"]: t for t in shown["commitment"].totals}
     assert list(rows) == ["advised", "current", "Rule of thumb"]
     assert str(rows["advised"]["p50"]) == str(rec.evidence["term"]["totals"]["recommended"][1])
+    assert f'{rows["advised"]["commitment"]:f}' == rec.recommended  # 5032, not 5032.0
     assert "Total cost over the 10 periods, CNY" in response.content.decode()
     client.force_login(member)
     assert f"/recommendations/{rec.pk}/accept/" not in client.get(
