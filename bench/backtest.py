@@ -9,8 +9,9 @@ the --term months that follow (a contract's commitment is signed for its term) a
 C * r_c + max(0, U - C) * r_o each month, at overage multipliers 1.2, 1.5, 2.0 and 3.0.
 
   term-aware    loans.maths.recommend.term_commitment (a trend of whole periods, a decline
-                damped, plus the windows' spread and the periods' as a prediction interval,
-                the term's months pooled): what the daily job advises
+                damped, plus the windows' spread, what of the periods' spread they do not
+                show and the fit's error, the term's months pooled): what the daily job
+                advises
   one period    advise_commitment without a term: one period's optimum, then held
   keep          the first month's usage, never changed
   80% of avg    80% of the average monthly usage (the sources' rule)

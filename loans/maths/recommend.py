@@ -259,6 +259,7 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
 
     windows = period_windows(tail, period_hours, len(tail) // DAY_HOURS)
     deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
+    shown = statistics.pvariance(deviations) if len(deviations) > 1 else 0.0
     last, carried = trend(count - 1), 0.0
     # A decline slows as usage nears what the team cannot do without (it never goes below
     # zero); growth carries on (damped, it under-forecast 57 of 60 growing months in
@@ -271,7 +272,8 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
         centres.append(centre)
         # Period-to-period noise the windows of one history cannot show: the periods'
         # spread around the trend, at its P10, P50 and P90.
-        z = period_spread(spread, freedom, count, count - 1 + j - mean_x, sxx if slope else 0)
+        z = period_spread(spread, freedom, count, count - 1 + j - mean_x, sxx if slope else 0,
+                          shown)
         outcomes = [max(0.0, centre + d + k * z) for d in deviations for k in (-1.0, 0.0, 1.0)]
         pooled.extend(outcomes)
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
@@ -293,15 +295,19 @@ def t90(freedom: int) -> float:
     return T90[max(k for k in T90 if k <= freedom)]
 
 
-def period_spread(spread: float, freedom: int, count: int, ahead: float, sxx: float) -> float:
-    """The distance from a period's P50 to its P90 (and P10): the prediction interval of a
-    fitted mean or line, s * t90 * sqrt(1 + 1/n + (x - mean x)^2 / Sxx), which widens with
-    the periods the fit has and, for a trend, with how far ahead the period lies (the slope's
-    own error). Zero with one period: nothing shows how periods differ."""
+def period_spread(spread: float, freedom: int, count: int, ahead: float, sxx: float,
+                  shown: float = 0.0) -> float:
+    """The distance from a period's P50 to its P90 (and P10) that the windows' deviations do
+    not already give: of the periods' noise s^2, what the windows do not show (their
+    variance `shown`; the windows of a short history show less of it than whole periods
+    do), plus the fit's own error, s^2 (1/n + (x - mean x)^2 / Sxx), which shrinks with the
+    periods fitted and, for a trend, grows with how far ahead the period lies (the slope's
+    error); at Student's t, as s is read from few periods. Zero with one period: nothing
+    shows how periods differ."""
     if freedom < 1 or spread <= 0:
         return 0.0
-    spread_x = ahead * ahead / sxx if sxx else 0.0
-    return spread * t90(freedom) * math.sqrt(1 + 1 / count + spread_x)
+    fit = 1 / count + (ahead * ahead / sxx if sxx else 0.0)
+    return t90(freedom) * math.sqrt(max(0.0, spread * spread - shown) + spread * spread * fit)
 
 
 def forecast(hourly: list[float], period_hours: int) -> list[float]:

@@ -276,3 +276,7 @@ def test_the_term_bands_are_as_wide_as_a_few_periods_can_tell_and_growth_is_not_
     # The same spread read from fewer periods is less certain: Student's t, not the normal.
     assert recommend.period_spread(100.0, 1, 3, 0.0, 0) > recommend.period_spread(
         100.0, 5, 6, 0.0, 0) > 100 * 1.2816
+    # What the windows already show is not counted twice: with all of the periods' noise in
+    # them, only the fit's own error is left.
+    assert recommend.period_spread(100.0, 5, 6, 0.0, 0, shown=100.0 ** 2) == pytest.approx(
+        1.476 * 100 * math.sqrt(1 / 6))
