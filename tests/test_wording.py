@@ -29,3 +29,16 @@ def test_rows_without_a_template_or_with_facts_that_no_longer_fit_fall_back_to_t
     assert said({}, "granted by hand") == "granted by hand"
     assert said(None, "as typed") == "as typed"
     assert said({"template": "%(gone)s left", "facts": {"other": 1}}, "3 left") == "3 left"
+
+
+def test_advice_written_before_its_sentence_changed_still_reads_in_chinese():
+    """The base-quota and plan sentences changed (issue 22); decided rows stay on the page for
+    30 days with the old template."""
+    from loans.services.advice import RETIRED
+
+    facts = {"new": "4", "old": "8", "days": 30, "p95": "3.0", "plan": "Fair",
+             "cost": "1.00", "currency": "CNY", "own": "2.00", "fee": "3.00", "term": 12}
+    with translation.override("zh-hans"):
+        for template in RETIRED:
+            text = said(worded(template, facts).stored())
+            assert text != template % facts and "GPUs" not in text and "would" not in text

@@ -325,3 +325,25 @@ def refresh_contract(contract: Contract, drafts: list[Draft],
             rec.save(update_fields=["state"])
             superseded += 1
     return created, updated, superseded
+
+
+# Sentences this job wrote before and rows still hold (a decided recommendation stays on the
+# page for 30 days): kept in the catalogue so that those rows read in the reader's language.
+RETIRED = (
+    gettext_noop(
+        "Raise the base quota to %(new)s GPUs (now %(old)s): in 95%% of the last "
+        "%(days)s days' hours up to %(p95)s GPUs were in use at once, more than the "
+        "quota guarantees; %(new)s covers them."),
+    gettext_noop(
+        "Lower the base quota to %(new)s GPUs (now %(old)s): in 95%% of the last "
+        "%(days)s days' hours at most %(p95)s GPUs were in use at once, under 70%% "
+        "of the quota. At %(new)s GPUs that use fills about 80%% of it (%(p95)s / "
+        "0.8, rounded up)."),
+    gettext_noop(
+        "%(plan)s would have cost %(cost)s %(currency)s over the last three periods, its "
+        "upfront fee of %(fee)s spread over its %(term)s months included, instead of "
+        "%(own)s under the current terms."),
+    gettext_noop(
+        "%(plan)s would have cost %(cost)s %(currency)s over the last three periods "
+        "instead of %(own)s under the current terms."),
+)
