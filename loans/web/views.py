@@ -207,6 +207,7 @@ def recommendations_of(contract: Contract, now) -> list[Recommendation]:
     for rec in recs:
         rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
         rec.totals = term_totals(rec)
+        rec.plans = plan_rows(rec)
         rec.figure_id = f"chart-recommendation-{rec.pk}-data"
     return recs
 
@@ -224,6 +225,31 @@ def term_totals(rec: Recommendation) -> list[dict]:
              **{q: Decimal(str(v)) for q, v in zip(("p10", "p50", "p90"), totals[name],
                                                    strict=True)}}
             for name, label in TOTAL_ROWS if name in totals and name in rec.evidence]
+
+
+def plan_rows(rec: Recommendation) -> list[dict]:
+    """A plan recommendation's comparison, as table rows: the current terms first, then each
+    offered plan as priced (rows written before the term model carry no periods or still-owed
+    money: those cells stay empty)."""
+    if rec.kind != "plan" or not isinstance((rec.evidence or {}).get("plans"), list):
+        return []
+    evidence = rec.evidence
+
+    def amount(value) -> Decimal | None:
+        try:
+            return Decimal(str(value)) if value not in (None, "") else None
+        except ArithmeticError:
+            return None
+
+    rows = [{"plan": rec.current, "current": True, "cost": amount(evidence.get("current_cost")),
+             "fee": amount(evidence.get("current_upfront_fee")), "owed": None,
+             "fits": True, "guarantees": True}]
+    rows += [{"plan": p.get("plan", ""), "current": False, "cost": amount(p.get("cost")),
+              "fee": amount(p.get("upfront_fee_share")), "owed": amount(p.get("still_owed")),
+              "fits": bool(p.get("fits_peak")), "guarantees": bool(p.get("guarantees_base")),
+              "advised": p.get("plan") == rec.recommended}
+             for p in evidence["plans"] if isinstance(p, dict)]
+    return rows
 
 
 @require_POST

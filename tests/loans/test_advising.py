@@ -217,6 +217,25 @@ def test_a_plan_switch_counts_upfront_fees_and_never_drops_the_guarantee_used(co
     assert fits["No guarantee"] == (True, False) and draft.evidence["base_quota_needed"] == 4
 
 
+def test_the_page_compares_the_plans_as_they_were_priced(client, lead, contract):
+    from loans.services.advice import refresh_contract
+
+    offered("No guarantee", base=0, fee="0", term=12)
+    offered("Fair", base=4, fee="36000", term=12)
+    refresh_contract(contract, [plan_draft(contract, flat(4.0), 730, NOW)], NOW)
+    client.force_login(lead)
+    response = client.get("/en/tenants/vision/")
+    (shown,) = [r for r in response.context["recommendations"] if r.kind == "plan"]
+    rows = {row["plan"]: row for row in shown.plans}
+    assert list(rows) == ["H100 Guaranteed 8", "No guarantee", "Fair"]  # current, then by cost
+    assert rows["H100 Guaranteed 8"]["cost"] == Decimal("330400.00")
+    assert (rows["Fair"]["cost"], rows["Fair"]["fee"], rows["Fair"]["owed"]) == (
+        Decimal("270000.00"), Decimal("30000.00"), Decimal("0"))
+    assert rows["Fair"]["advised"] and not rows["No guarantee"]["guarantees"]
+    page = response.content.decode()
+    assert "Expected cost over the 10 periods, CNY" in page and "Fair (advised)" in page
+
+
 def test_a_smaller_plan_waits_for_renewal_while_the_signed_commitment_is_still_owed(
         contract):
     """1 GPU used against 1,000 GPU-h committed at 10: 10,000 a period. A plan committing 500
