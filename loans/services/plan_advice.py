@@ -72,8 +72,7 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
     months = len(term.p50)
     terms = contract.terms()
     peak = max(peaks)
-    needed = quotas.base_for_bursts(peaks, term.growth,
-                                       settings.BURST_HOURS_PERCENT / 100)
+    needed = quotas.base_for_bursts(peaks, term.growth, settings.BURST_HOURS_PERCENT / 100)
     own_fee = terms.upfront_fee if renewal else Decimal(0)
     own = expected_cost(term, terms.committed_gpu_hours, terms.committed_rate,
                         terms.overage_rate) + own_fee
@@ -118,4 +117,6 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
         evidence={"current_cost": str(own), "periods": months, "renewal": renewal,
                   "peak_concurrent_gpus": peak, "base_quota_needed": needed,
                   "current_upfront_fee": str(own_fee),
+                  "current_fits_peak": terms.max_quota_gpus >= peak,
+                  "current_guarantees_base": terms.base_quota_gpus >= needed,
                   "plans": [o.as_evidence() for _plan, o in options]})

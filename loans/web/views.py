@@ -243,7 +243,8 @@ def plan_rows(rec: Recommendation) -> list[dict]:
 
     rows = [{"plan": rec.current, "current": True, "cost": amount(evidence.get("current_cost")),
              "fee": amount(evidence.get("current_upfront_fee")), "owed": None,
-             "fits": True, "guarantees": True}]
+             "fits": evidence.get("current_fits_peak"),
+             "guarantees": evidence.get("current_guarantees_base")}]
     rows += [{"plan": p.get("plan", ""), "current": False, "cost": amount(p.get("cost")),
               "fee": amount(p.get("upfront_fee_share")), "owed": amount(p.get("still_owed")),
               "fits": bool(p.get("fits_peak")), "guarantees": bool(p.get("guarantees_base")),

@@ -232,8 +232,25 @@ def test_the_page_compares_the_plans_as_they_were_priced(client, lead, contract)
     assert (rows["Fair"]["cost"], rows["Fair"]["fee"], rows["Fair"]["owed"]) == (
         Decimal("270000.00"), Decimal("30000.00"), Decimal("0"))
     assert rows["Fair"]["advised"] and not rows["No guarantee"]["guarantees"]
+    # The contract's own terms are judged alike: a cap of 16 and 8 guaranteed, 4 needed.
+    assert rows["H100 Guaranteed 8"]["fits"] is True
+    assert rows["H100 Guaranteed 8"]["guarantees"] is True
     page = response.content.decode()
     assert "Expected cost over the 10 periods, CNY" in page and "Fair (advised)" in page
+
+
+def test_the_comparison_says_when_the_current_terms_guarantee_too_little(client, lead,
+                                                                         contract):
+    from loans.services.advice import refresh_contract
+
+    offered("Big", base=10, fee="0", term=12, committed=7000)
+    refresh_contract(contract, [plan_draft(contract, flat(10.0), 730, NOW)], NOW)
+    client.force_login(lead)
+    (shown,) = [r for r in client.get("/en/tenants/vision/").context["recommendations"]
+                if r.kind == "plan"]
+    current = shown.plans[0]
+    assert current["plan"] == "H100 Guaranteed 8" and current["fits"] is True
+    assert current["guarantees"] is False  # 10 GPUs at once against 8 guaranteed
 
 
 def test_a_smaller_plan_waits_for_renewal_while_the_signed_commitment_is_still_owed(
