@@ -197,6 +197,15 @@ class TermAdvice:
             return [1.0] * len(self.centres)
         return [centre / self.level for centre in self.centres]
 
+    def expected_total(self, commitment: float, committed_rate: Decimal,
+                       overage_rate: Decimal) -> float:
+        """The expected cost over the term under these numbers: each period's mean bill over
+        its outcomes, summed (the pool holds the periods in equal blocks)."""
+        rate, premium = float(committed_rate), float(overage_rate)
+        mean = statistics.fmean(commitment * rate + premium * max(0.0, u - commitment)
+                                for u in self.outcomes)
+        return mean * len(self.p50)
+
     def totals(self, commitments: dict[str, float], committed_rate: Decimal,
                overage_rate: Decimal) -> dict[str, tuple[float, float, float]]:
         """P10, P50 and P90 of the total cost over the term for each named commitment.

@@ -16,7 +16,6 @@ A plan qualifies only if its base quota is at least the one the demand model nee
 BURST_HOURS_PERCENT of the hours ahead needing a burst) and its cap holds the peak: a cheaper
 plan that guarantees less than the team uses is no advice."""
 
-import statistics
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -56,11 +55,8 @@ class PlanChoice:
 
 def expected_cost(term: recommend.TermAdvice, committed: Decimal, committed_rate: Decimal,
                   overage_rate: Decimal) -> Decimal:
-    """The expected bills over the term model's periods under these numbers: the mean over
-    each period's outcomes, summed (the pool holds the periods in equal blocks)."""
-    c, rate, premium = float(committed), float(committed_rate), float(overage_rate)
-    mean = statistics.fmean(c * rate + premium * max(0.0, u - c) for u in term.outcomes)
-    return money(Decimal(repr(mean * len(term.p50))))
+    return money(Decimal(repr(term.expected_total(float(committed), committed_rate,
+                                                  overage_rate))))
 
 
 def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice | None,
