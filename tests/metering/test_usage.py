@@ -161,6 +161,39 @@ def test_on_postgresql_the_database_adds_every_inserted_sample_to_the_rollups(te
     assert GpuHour.objects.get(gpu=gpus[0], hour=T0 + timedelta(hours=1)).allocated_gpu_s == 60
 
 
+S = timedelta(seconds=1)
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize(("samples", "overlap"), [
+    # (device, seconds after T0, interval): one statement's samples
+    ([(0, 0, 60), (0, 60, 60), (0, 120, 60), (1, 0, 30), (1, 30, 30)], False),  # on grids
+    ([(0, 0, 60), (0, 30, 60)], True),  # off the 60 s grid, one interval
+    ([(0, 0, 120), (0, 60, 60)], True),  # each on its own grid, two intervals
+    ([(0, 0, 60), (0, 90, 60), (1, 0.5, 60), (1, 60.5, 60)], False),  # off grid, no overlap
+    ([(0, 0, 60), (1, 0, 60), (1, 59.999999, 60)], True),  # a microsecond off the grid
+])
+def test_on_postgresql_the_database_refuses_samples_of_a_device_overlapping_in_one_statement(
+        tenant, gpus, samples, overlap):
+    """Plain SQL, no ingestion path: the trigger skips its sample-by-sample comparison only
+    for a device whose samples all have one interval and start on that interval's grid
+    (migration metering 0014), and compares every other statement."""
+    rows = [(gpus[device].pk, T0 + start * S, tenant.pk, interval)
+            for device, start, interval in samples]
+    insert = ("INSERT INTO metering_usagesample (gpu_id, ts, tenant_id, interval_s, allocated,"
+              " fraction) SELECT * , true, 1.0 FROM (VALUES "
+              + ", ".join(["(%s, %s::timestamptz, %s, %s)"] * len(rows)) + ") v")
+    with connection.cursor() as cursor:
+        if overlap:
+            with pytest.raises(IntegrityError, match="overlap in the statement"), \
+                    transaction.atomic():
+                cursor.execute(insert, [value for row in rows for value in row])
+        else:
+            cursor.execute(insert, [value for row in rows for value in row])
+    assert UsageSample.objects.count() == (0 if overlap else len(rows))
+    assert_rollups_equal_a_recount()
+
+
 @pytest.mark.postgresql
 def test_settling_a_finished_day_rebuilds_its_indexes_and_keeps_every_sample(tenant, gpus):
     from metering import partitions
