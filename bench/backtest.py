@@ -47,6 +47,7 @@ django.setup()  # the demo generator lives beside the demo's models; no database
 
 from loans.demo import STORIES, gpus_held, is_bursting  # noqa: E402
 from loans.maths import recommend  # noqa: E402
+from loans.services.advice import HISTORY_DAYS  # noqa: E402
 
 MONTH_HOURS = 30 * 24
 ZONE = ZoneInfo("Asia/Shanghai")
@@ -110,8 +111,9 @@ def replay(hourly: list[float], warmup: int, term: int, overage: Decimal):
     past, future = hourly[:warmup * MONTH_HOURS], hourly[warmup * MONTH_HOURS:]
     months = [sum(future[m * MONTH_HOURS:(m + 1) * MONTH_HOURS]) for m in range(term)]
     first = [sum(past[m * MONTH_HOURS:(m + 1) * MONTH_HOURS]) for m in range(warmup)]
-    model = recommend.term_commitment(past, period_hours=MONTH_HOURS, months=term,
-                                      committed_rate=RATE, overage_rate=overage)
+    # The daily job reads the last HISTORY_DAYS (about six months) of a longer history.
+    model = recommend.term_commitment(past[-HISTORY_DAYS * 24:], period_hours=MONTH_HOURS,
+                                      months=term, committed_rate=RATE, overage_rate=overage)
     daily = recommend.advise_commitment(past, period_hours=MONTH_HOURS, current=Decimal(0),
                                         committed_rate=RATE, overage_rate=overage)
     chosen = {
