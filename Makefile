@@ -10,7 +10,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test install install-dev lint debian bench-ingest bench-agent bench-dashboard \
-	bench-backtest bench-jobs bench-soak bench-pages
+	bench-backtest bench-jobs bench-soak bench-pages bench-trigger
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ bench-agent: install-dev
 # The tenant page and burn-down API on a 1,000-GPU tenant with a year of rollups (PostgreSQL).
 bench-dashboard: install-dev
 	$(BIN)/python bench/dashboard.py
+
+# The rollup trigger's PostgreSQL CPU a batch, before and after migration metering 0014.
+bench-trigger: install-dev
+	$(BIN)/python bench/trigger.py
 
 # The commitment recommender replayed on synthetic histories against two baselines (no database).
 bench-backtest: install-dev

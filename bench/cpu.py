@@ -24,7 +24,7 @@ def _fields(pid: int) -> list[str] | None:
         return None
 
 
-def _seconds(pid: int, *, reaped_children: bool = False) -> float:
+def process_seconds(pid: int, *, reaped_children: bool = False) -> float:
     """CPU seconds of a process, and of its children that it has waited for if asked."""
     fields = _fields(pid)
     if fields is None:
@@ -69,10 +69,10 @@ class Split:
         self.web_server, self.database = web_server, database
 
     def read(self) -> dict[str, float]:
-        seconds = {"web": sum(_seconds(pid) for pid in _children(self.web_server)),
+        seconds = {"web": sum(process_seconds(pid) for pid in _children(self.web_server)),
                    "PostgreSQL": 0.0,
-                   "clients": _seconds(os.getpid(), reaped_children=True)}
+                   "clients": process_seconds(os.getpid(), reaped_children=True)}
         if self.database is not None:
-            seconds["PostgreSQL"] = _seconds(self.database, reaped_children=True) + sum(
-                _seconds(pid) for pid in _children(self.database))
+            seconds["PostgreSQL"] = process_seconds(self.database, reaped_children=True) + sum(
+                process_seconds(pid) for pid in _children(self.database))
         return seconds

@@ -1,7 +1,8 @@
 """The rollup trigger (migrations 0009 and 0011) doing the same with less work a batch.
 
 Measured as PostgreSQL CPU per 500-sample batch, the trigger's cost over a COPY without it went
-from 1.65 to 1.27 ms (bench: five rounds of 600 batches, medians). What changed, not what it does:
+from 1.46 to 1.14 ms (`make bench-trigger`: five rounds of 500 batches, medians). What changed,
+not what it does:
 
 - **In-statement overlaps, on a grid.** The project's agent reports fixed windows that start on
   multiples of their length since the epoch (agent.aggregate.window_start). When every sample
