@@ -17,6 +17,10 @@ HOUR = timedelta(hours=1)
 SACCT_COLUMNS = ("JobID", "Account", "User", "Start", "End", "AllocTRES")
 GPUS_IN_TRES = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=(\d+)")
 MAX_PROBLEMS = 20  # named one by one; the rest are counted
+# A history spans at most three years: more says nothing more about a term to sign, and the
+# hours are held one by one (a file of two rows a thousand years apart would ask for millions).
+MAX_SPAN_DAYS = 1096
+EARLIEST, LATEST = datetime(1970, 1, 1, tzinfo=UTC), datetime(2200, 1, 1, tzinfo=UTC)
 
 
 class HistoryError(ValueError):
@@ -55,13 +59,29 @@ def read_history(text: str, *, zone: tzinfo = UTC, gaps_as_idle: bool = False,
 
 
 def _moment(text: str, zone: tzinfo | None) -> datetime:
-    """An ISO 8601 time; without an offset it is read in `zone`, or refused when None."""
+    """An ISO 8601 time from 1970 to 2199; without an offset it is read in `zone`, or refused
+    when None."""
     value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     if value.tzinfo is None:
         if zone is None:
             raise ValueError("no UTC offset")
         value = value.replace(tzinfo=zone)
-    return value.astimezone(UTC)
+    try:
+        value = value.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 moved by its offset past what a datetime holds
+        raise ValueError("out of range") from None
+    if not EARLIEST <= value < LATEST:
+        raise ValueError("out of range")
+    return value
+
+
+def _span_problem(first: tuple[datetime, int], last: tuple[datetime, int], what: str) -> str:
+    """The refusal of a history longer than MAX_SPAN_DAYS: its two ends, with their lines."""
+    (start, start_line), (end, end_line) = first, last
+    days = (end - start).days
+    return (f"lines {start_line} and {end_line}: the {what} span {days:,} days, from "
+            f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC; at most {MAX_SPAN_DAYS:,} "
+            "days (three years) are read: give the most recent three years")
 
 
 def _named(problems: list[str]) -> list[str]:
@@ -72,6 +92,7 @@ def _named(problems: list[str]) -> list[str]:
 
 def _csv(lines: list[str], gaps_as_idle: bool) -> History:
     usage: dict[datetime, float] = {}
+    lines_of: dict[datetime, int] = {}
     problems = []
     for number, row in enumerate(csv.reader(io.StringIO("\n".join(lines[1:]))), start=2):
         if not row or not "".join(row).strip():
@@ -83,7 +104,7 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
             hour = _moment(row[0], None)
         except ValueError:
             problems.append(f"line {number}: {row[0][:40]!r} is not an ISO 8601 time with a "
-                            "UTC offset (2026-10-01T08:00:00+08:00)")
+                            "UTC offset (2026-10-01T08:00:00+08:00) from 1970 to 2199")
             continue
         if hour.minute or hour.second or hour.microsecond:
             problems.append(f"line {number}: {row[0][:40]} is not on the hour")
@@ -100,11 +121,15 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
             problems.append(f"line {number}: {hour:%Y-%m-%d %H:%M} UTC is given twice")
             continue
         usage[hour] = gpus
+        lines_of[hour] = number
     if not usage and not problems:
         problems.append("the file has no rows after its header")
     if problems:
         raise HistoryError(_named(problems))
     start, last = min(usage), max(usage)
+    if last - start > timedelta(days=MAX_SPAN_DAYS):
+        raise HistoryError([_span_problem((start, lines_of[start]), (last, lines_of[last]),
+                                          "rows")])
     count = int((last - start) / HOUR) + 1
     hours = [usage.get(start + HOUR * k) for k in range(count)]
     gaps = _gaps(start, hours)
@@ -131,7 +156,7 @@ def _gaps(start: datetime, hours: list[float | None]) -> list[tuple[datetime, da
 
 
 def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
-    jobs: list[tuple[datetime, datetime, int]] = []
+    jobs: list[tuple[datetime, datetime, int, int]] = []  # start, end, GPUs, line
     problems, skipped, steps, running, other = [], [], 0, 0, 0
     width = len(lines[0].split("|"))
     for number, line in enumerate(lines[1:], start=2):
@@ -149,6 +174,10 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
             other += 1
             continue
         found = GPUS_IN_TRES.search(tres)
+        if found is not None and len(found.group(1)) > 7:
+            problems.append(f"line {number}: gres/gpu={found.group(1)[:20]} is not a number of "
+                            "GPUs a job holds")
+            continue
         if found is None or int(found.group(1)) == 0:
             continue  # a job without GPUs
         if end.strip() in ("Unknown", "None", ""):
@@ -158,27 +187,24 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
             began, ended = _moment(start, zone), _moment(end, zone)
         except ValueError:
             problems.append(f"line {number}: Start {start[:30]!r} or End {end[:30]!r} is not a "
-                            "time (sacct prints 2026-10-01T08:00:00)")
+                            "time from 1970 to 2199 (sacct prints 2026-10-01T08:00:00)")
             continue
         if ended < began:
             problems.append(f"line {number}: job {job} ends before it starts")
             continue
-        jobs.append((began, ended, int(found.group(1))))
+        jobs.append((began, ended, int(found.group(1)), number))
     if problems:
         raise HistoryError(_named(problems))
     if not jobs:
         raise HistoryError(["no finished job with GPUs (gres/gpu in AllocTRES)"
                             + (f" for account {account}" if account else "")])
-    first = min(b for b, _e, _g in jobs).replace(minute=0, second=0, microsecond=0)
-    last = max(e for _b, e, _g in jobs)
-    hours = [0.0] * (int((last - first) / HOUR) + 1)
-    for began, ended, gpus in jobs:
-        k = int((began - first) / HOUR)
-        moment = began
-        while moment < ended:
-            boundary = first + HOUR * (k + 1)
-            hours[k] += gpus * (min(ended, boundary) - moment) / HOUR
-            moment, k = boundary, k + 1
+    earliest = min(jobs, key=lambda job: job[0])
+    latest = max(jobs, key=lambda job: job[1])
+    if latest[1] - earliest[0] > timedelta(days=MAX_SPAN_DAYS):
+        raise HistoryError([_span_problem((earliest[0], earliest[3]), (latest[1], latest[3]),
+                                          "jobs")])
+    first = earliest[0].replace(minute=0, second=0, microsecond=0)
+    hours = _spread(first, int((latest[1] - first) / HOUR) + 1, jobs)
     while hours and hours[-1] == 0:
         hours.pop()
     for count, why in ((steps, "job steps (their jobs are counted)"),
@@ -187,3 +213,31 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
         if count:
             skipped.append(f"{count} {why}")
     return History(first, hours, "sacct", skipped)
+
+
+def _spread(first: datetime, count: int, jobs: list[tuple[datetime, datetime, int, int]]
+            ) -> list[float]:
+    """GPUs in use each of `count` hours from `first`: each job's GPUs over the part of each
+    hour it ran. A job's partial first and last hours are added directly and its whole hours
+    in between as a step up and a step down, summed once at the end, so a job costs the same
+    however long it ran."""
+    hours = [0.0] * count
+    steps = [0] * (count + 1)  # whole hours: GPUs from this hour on, running sums
+    for began, ended, gpus, _line in jobs:
+        k = int((began - first) / HOUR)
+        boundary = first + HOUR * (k + 1)
+        if ended <= boundary:  # within one hour
+            hours[k] += gpus * ((ended - began) / HOUR)
+            continue
+        hours[k] += gpus * ((boundary - began) / HOUR)
+        last = int((ended - first) / HOUR)  # the hour it ends in
+        steps[k + 1] += gpus
+        steps[last] -= gpus
+        rest = ended - (first + HOUR * last)
+        if rest:
+            hours[last] += gpus * (rest / HOUR)
+    running = 0
+    for k in range(count):
+        running += steps[k]
+        hours[k] += running
+    return hours

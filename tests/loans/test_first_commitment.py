@@ -5,6 +5,7 @@ counting past them, and the advice prices each option over the same seeded term 
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.management import call_command
@@ -90,6 +91,52 @@ def test_sacct_rows_it_cannot_read_are_named():
     assert "ends before it starts" in error.value.problems[1]
 
 
+def test_a_history_over_three_years_is_refused_naming_its_two_ends():
+    """Two rows two centuries apart asked the reader for 1.7 million hours one by one (and a
+    job as long, a loop over each of them): the page's worker was held for minutes."""
+    text = ("ts,gpus\n2026-08-01T00:00:00Z,4\n1971-01-01T00:00:00Z,4\n"
+            "2199-12-31T23:00:00Z,4\n")
+    with pytest.raises(HistoryError) as error:
+        read_history(text, gaps_as_idle=True)
+    assert error.value.problems == [
+        "lines 3 and 4: the rows span 83,640 days, from 1971-01-01 00:00 to 2199-12-31 23:00 "
+        "UTC; at most 1,096 days (three years) are read: give the most recent three years"]
+    jobs = SACCT + ("1|a|u|2026-08-01T00:00:00|2026-08-02T00:00:00|gres/gpu=2\n"
+                    "2|a|u|2020-01-01T00:00:00|2199-01-01T00:00:00|gres/gpu=1\n")
+    with pytest.raises(HistoryError, match="^lines 3 and 3: the jobs span 65,379 days"):
+        read_history(jobs, zone=UTC)
+    three_years = SACCT + "1|a|u|2024-01-01T00:00:00|2026-12-31T00:00:00|gres/gpu=2\n"
+    assert sum(read_history(three_years, zone=UTC).hours) == 2 * 1095 * 24
+
+
+def test_times_a_datetime_cannot_hold_and_absurd_gpu_counts_are_named():
+    """Year 1 at +08:00 is before the first instant a datetime holds (OverflowError), and
+    five thousand digits are past what int() reads (ValueError): both escaped as a 500."""
+    with pytest.raises(HistoryError) as error:
+        read_history("ts,gpus\n0001-01-01T00:00:00+08:00,4\n9999-12-31T23:00:00-08:00,4\n")
+    assert [p[:42] for p in error.value.problems] == [
+        "line 2: '0001-01-01T00:00:00+08:00' is not",
+        "line 3: '9999-12-31T23:00:00-08:00' is not"]
+    with pytest.raises(HistoryError, match="^line 2: Start '0001-01-01T00:00:00' or End"):
+        read_history(SACCT + "1|a|u|0001-01-01T00:00:00|0001-01-01T02:00:00|gres/gpu=2\n",
+                     zone=ZoneInfo("Asia/Shanghai"))
+    with pytest.raises(HistoryError, match="^line 2: gres/gpu=9{20} is not a number of GPUs"):
+        read_history(SACCT + f"1|a|u|2026-08-01T00:00:00|2026-08-01T02:00:00|"
+                             f"gres/gpu={'9' * 5000}\n", zone=UTC)
+
+
+def test_the_page_answers_a_file_it_will_not_read_at_once(client, operator, catalogue):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(operator)
+    upload = SimpleUploadedFile("wide.csv", b"ts,gpus\n1971-01-01T00:00:00Z,1\n"
+                                            b"2199-12-31T23:00:00Z,1\n", "text/csv")
+    answer = client.post("/en/advise/", {"history": upload, "time_zone": "UTC",
+                                         "term_months": 12, "gaps_as_idle": "on"})
+    assert answer.status_code == 400
+    assert b"at most 1,096 days (three years) are read" in answer.content
+
+
 jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),
                           st.integers(1, 16)), min_size=1, max_size=30)
 
@@ -97,8 +144,8 @@ jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),
 @given(jobs=jobs)
 @settings(max_examples=200, deadline=None)
 def test_sacct_hours_hold_every_job_s_gpu_time_and_never_more_than_ran(jobs):
-    """Brute force: each job's GPUs times its minutes, and, minute by minute, no hour holds
-    more GPUs than the jobs running in it."""
+    """Brute force: each job's GPUs times its minutes, and each hour holds exactly the GPU
+    time of the jobs in it, minute by minute (so never more GPUs than ran in it)."""
     lines = []
     for n, (start, minutes, gpus) in enumerate(jobs):
         began = T0 + timedelta(minutes=start)
@@ -109,10 +156,12 @@ def test_sacct_hours_hold_every_job_s_gpu_time_and_never_more_than_ran(jobs):
     assert sum(history.hours) == pytest.approx(total)
     for k, held in enumerate(history.hours):
         hour = history.start + timedelta(hours=k)
+        k0 = int((hour - T0).total_seconds()) // 60  # the hour's first minute
+        minutes = sum(g * max(0, min(s + m, k0 + 60) - max(s, k0)) for s, m, g in jobs)
         most = sum(g for s, m, g in jobs
                    if T0 + timedelta(minutes=s) < hour + timedelta(hours=1)
                    and T0 + timedelta(minutes=s + m) > hour)
-        assert held <= most + 1e-9
+        assert held == pytest.approx(minutes / 60) and held <= most + 1e-9
 
 
 @pytest.fixture
