@@ -14,10 +14,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from django.utils.translation import gettext as _
+
 from loans.maths import recommend
 from loans.maths.billing import money, period_cost
-from loans.maths.history import History, HistoryError
 from loans.models import Plan
+from loans.services.history import History, HistoryError
 from metering.usage import slurm
 
 PERIOD_HOURS = 730  # a month, as the advice reads periods (loans.services.advice)
@@ -78,7 +80,7 @@ def term_totals(windows: list[float], months: int, commitment: Decimal, committe
     rng = random.Random(SEED)  # noqa: S311 - a seeded bootstrap, not a secret
     costs = {}
     totals = []
-    for _ in range(DRAWS):
+    for _draw in range(DRAWS):
         total = fee
         for used in rng.choices(windows, k=months):
             if used not in costs:
@@ -95,8 +97,8 @@ def slurm_history(tenant_id: int, now: datetime) -> History:
     HistoryError where there is none."""
     start, hours = slurm.tenant_hours(tenant_id, now)
     if start is None:
-        raise HistoryError(["Slurm accounting holds no job of this tenant's accounts: import "
-                            "it (import_slurm_usage) or give a history file"])
+        raise HistoryError([_("Slurm accounting holds no job of this tenant's accounts: "
+                              "import it (import_slurm_usage) or give a history file")])
     return History(start, hours, "slurm accounting")
 
 
@@ -104,15 +106,17 @@ def advise(history: History, *, term_months: int, currency: str,
            on_demand_rate: Decimal | None = None) -> FirstAdvice:
     hours = history.hours
     if len(hours) < PERIOD_HOURS:
-        raise HistoryError([f"the history holds {len(hours):,} hours; at least a period "
-                            f"({PERIOD_HOURS} hours, a month) is needed to advise"])
+        raise HistoryError([_("the history holds %(hours)s hours; at least a period "
+                              "(%(period)s hours, a month) is needed to advise")
+                            % {"hours": f"{len(hours):,}", "period": PERIOD_HOURS}])
     windows = recommend.period_windows(hours, PERIOD_HOURS, len(hours) // 24)
     peak = max(hours)
     plans = list(Plan.objects.filter(is_offered=True, currency=currency).order_by("name"))
     free = next((p for p in plans if p.committed_gpu_hours == 0), None)
     if on_demand_rate is None and free is None:
-        raise HistoryError([f"no offered {currency} plan without a commitment gives the "
-                            "on-demand price: give it (--on-demand-rate)"])
+        raise HistoryError([_("no offered %(currency)s plan without a commitment gives the "
+                              "on-demand price: give it (--on-demand-rate)")
+                            % {"currency": currency}])
     rate = on_demand_rate if on_demand_rate is not None else free.effective_overage_rate()
     on_demand = Option(ON_DEMAND, Decimal(0), Decimal(0), rate, Decimal(0), None, True,
                        *term_totals(windows, term_months, Decimal(0), Decimal(0), rate,

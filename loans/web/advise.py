@@ -15,8 +15,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from loans.access import is_lead, is_operator, tenant_for_user
-from loans.maths.history import HistoryError, read_history
 from loans.services.first_commitment import advise, slurm_history
+from loans.services.history import HistoryError, read_history
 from loans.web.views import operator_required
 from metering.usage import slurm
 

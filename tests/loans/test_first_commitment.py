@@ -2,6 +2,7 @@
 readers name every row they cannot read, spread jobs over the hours they ran without ever
 counting past them, and the advice prices each option over the same seeded term draws."""
 
+import html
 import json
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -13,8 +14,8 @@ from django.core.management.base import CommandError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loans.maths.history import HistoryError, read_history
 from loans.models import Plan
+from loans.services.history import HistoryError, read_history
 
 T0 = datetime(2026, 8, 1, tzinfo=UTC)
 SACCT = "JobID|Account|User|Start|End|AllocTRES\n"
@@ -135,6 +136,18 @@ def test_the_page_answers_a_file_it_will_not_read_at_once(client, operator, cata
                                          "term_months": 12, "gaps_as_idle": "on"})
     assert answer.status_code == 400
     assert b"at most 1,096 days (three years) are read" in answer.content
+
+
+def test_the_chinese_page_names_the_rows_in_chinese(client, operator, catalogue):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(operator)
+    upload = SimpleUploadedFile("bad.csv", b"ts,gpus\n2026-08-01T00:00:00Z,lots\n", "text/csv")
+    answer = client.post("/zh-hans/advise/", {"history": upload, "time_zone": "UTC",
+                                              "term_months": 12})
+    assert answer.status_code == 400
+    assert "第 2 行：gpus 'lots' 不是 0 到 1,000,000 之间的 GPU 数" in html.unescape(
+        answer.content.decode())
 
 
 jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),

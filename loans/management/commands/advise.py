@@ -8,9 +8,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from core.admin_figures import written
-from loans.maths.history import HistoryError, read_history
 from loans.models import Tenant
 from loans.services.first_commitment import FirstAdvice, Option, advise, slurm_history
+from loans.services.history import HistoryError, read_history
 
 MAX_BYTES = 64 * 1024 * 1024
 

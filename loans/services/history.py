@@ -1,7 +1,8 @@
 """Hourly GPU usage read from a file a team already has, for advice before any contract: a CSV
 of `ts,gpus` (GPUs in use each hour) or Slurm's `sacct -P` output (JobID, Account, User,
-Start, End, AllocTRES), whose jobs are spread over the hours they ran. Pure: text in, hours
-and named problems out.
+Start, End, AllocTRES), whose jobs are spread over the hours they ran. Text in, hours and
+named problems out, in the active language (a lead reads them on the page): a service, not
+loans.maths, for that translation; it touches no database.
 
 Every row that cannot be read is named with its line; hours a CSV leaves out are named as gaps
 (they may be idle hours or lost data, and only the team knows which), so nothing is guessed.
@@ -12,6 +13,8 @@ import io
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
+
+from django.utils.translation import gettext as _
 
 HOUR = timedelta(hours=1)
 SACCT_COLUMNS = ("JobID", "Account", "User", "Start", "End", "AllocTRES")
@@ -52,10 +55,11 @@ def read_history(text: str, *, zone: tzinfo = UTC, gaps_as_idle: bool = False,
         return _csv(lines, gaps_as_idle)
     if header.split("|")[:len(SACCT_COLUMNS)] == list(SACCT_COLUMNS):
         return _sacct(lines, zone, account)
-    raise HistoryError([
+    raise HistoryError([_(
         "line 1: expected the header ts,gpus (hourly usage) or the sacct -P columns "
-        f"{'|'.join(SACCT_COLUMNS)} (sacct -P -o {','.join(SACCT_COLUMNS)}); found "
-        f"{header[:80]!r}"])
+        "%(columns)s (sacct -P -o %(options)s); found %(header)s") % {
+        "columns": "|".join(SACCT_COLUMNS), "options": ",".join(SACCT_COLUMNS),
+        "header": repr(header[:80])}])
 
 
 def _moment(text: str, zone: tzinfo | None) -> datetime:
@@ -78,15 +82,21 @@ def _moment(text: str, zone: tzinfo | None) -> datetime:
 def _span_problem(first: tuple[datetime, int], last: tuple[datetime, int], what: str) -> str:
     """The refusal of a history longer than MAX_SPAN_DAYS: its two ends, with their lines."""
     (start, start_line), (end, end_line) = first, last
-    days = (end - start).days
-    return (f"lines {start_line} and {end_line}: the {what} span {days:,} days, from "
-            f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC; at most {MAX_SPAN_DAYS:,} "
-            "days (three years) are read: give the most recent three years")
+    figures = {"first": start_line, "last": end_line, "days": f"{(end - start).days:,}",
+               "start": f"{start:%Y-%m-%d %H:%M}", "end": f"{end:%Y-%m-%d %H:%M}",
+               "most": f"{MAX_SPAN_DAYS:,}"}
+    return (_("lines %(first)s and %(last)s: the rows span %(days)s days, from %(start)s to "
+              "%(end)s UTC; at most %(most)s days (three years) are read: give the most "
+              "recent three years") if what == "rows" else
+            _("lines %(first)s and %(last)s: the jobs span %(days)s days, from %(start)s to "
+              "%(end)s UTC; at most %(most)s days (three years) are read: give the most "
+              "recent three years")) % figures
 
 
 def _named(problems: list[str]) -> list[str]:
     if len(problems) > MAX_PROBLEMS:
-        return [*problems[:MAX_PROBLEMS], f"and {len(problems) - MAX_PROBLEMS} more"]
+        return [*problems[:MAX_PROBLEMS],
+                _("and %(count)s more") % {"count": len(problems) - MAX_PROBLEMS}]
     return problems
 
 
@@ -98,32 +108,36 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
         if not row or not "".join(row).strip():
             continue
         if len(row) != 2:
-            problems.append(f"line {number}: expected ts,gpus, found {len(row)} fields")
+            problems.append(_("line %(line)s: expected ts,gpus, found %(count)s fields")
+                            % {"line": number, "count": len(row)})
             continue
         try:
             hour = _moment(row[0], None)
         except ValueError:
-            problems.append(f"line {number}: {row[0][:40]!r} is not an ISO 8601 time with a "
-                            "UTC offset (2026-10-01T08:00:00+08:00) from 1970 to 2199")
+            problems.append(_("line %(line)s: %(value)s is not an ISO 8601 time with a UTC "
+                              "offset (2026-10-01T08:00:00+08:00) from 1970 to 2199")
+                            % {"line": number, "value": repr(row[0][:40])})
             continue
         if hour.minute or hour.second or hour.microsecond:
-            problems.append(f"line {number}: {row[0][:40]} is not on the hour")
+            problems.append(_("line %(line)s: %(value)s is not on the hour")
+                            % {"line": number, "value": row[0][:40]})
             continue
         try:
             gpus = float(row[1])
         except ValueError:
             gpus = float("nan")
         if not (0 <= gpus <= 1_000_000):
-            problems.append(f"line {number}: gpus {row[1][:20]!r} is not a number of GPUs "
-                            "from 0 to 1,000,000")
+            problems.append(_("line %(line)s: gpus %(value)s is not a number of GPUs from 0 "
+                              "to 1,000,000") % {"line": number, "value": repr(row[1][:20])})
             continue
         if hour in usage:
-            problems.append(f"line {number}: {hour:%Y-%m-%d %H:%M} UTC is given twice")
+            problems.append(_("line %(line)s: %(hour)s UTC is given twice")
+                            % {"line": number, "hour": f"{hour:%Y-%m-%d %H:%M}"})
             continue
         usage[hour] = gpus
         lines_of[hour] = number
     if not usage and not problems:
-        problems.append("the file has no rows after its header")
+        problems.append(_("the file has no rows after its header"))
     if problems:
         raise HistoryError(_named(problems))
     start, last = min(usage), max(usage)
@@ -135,11 +149,12 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
     gaps = _gaps(start, hours)
     if gaps and not gaps_as_idle:
         raise HistoryError(_named([
-            f"no row for {a:%Y-%m-%d %H:%M} to {b:%Y-%m-%d %H:%M} UTC ({n} hours): give them "
-            "(0 where nothing ran), or say they were idle (--gaps-as-idle)"
+            _("no row for %(first)s to %(last)s UTC (%(count)s hours): give them (0 where "
+              "nothing ran), or say they were idle (--gaps-as-idle)")
+            % {"first": f"{a:%Y-%m-%d %H:%M}", "last": f"{b:%Y-%m-%d %H:%M}", "count": n}
             for a, b, n in gaps]))
-    skipped = [f"{n} hours without a row from {a:%Y-%m-%d %H:%M} UTC read as idle"
-               for a, _b, n in gaps]
+    skipped = [_("%(count)s hours without a row from %(first)s UTC read as idle")
+               % {"count": n, "first": f"{a:%Y-%m-%d %H:%M}"} for a, _b, n in gaps]
     return History(start, [h or 0.0 for h in hours], "csv", skipped)
 
 
@@ -164,7 +179,8 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
             continue
         fields = line.split("|")
         if len(fields) != width:
-            problems.append(f"line {number}: expected {width} fields, found {len(fields)}")
+            problems.append(_("line %(line)s: expected %(width)s fields, found %(count)s")
+                            % {"line": number, "width": width, "count": len(fields)})
             continue
         job, job_account, _user, start, end, tres = fields[:6]
         if "." in job:  # a step (batch, extern, 0): its job's allocation is counted once
@@ -175,8 +191,8 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
             continue
         found = GPUS_IN_TRES.search(tres)
         if found is not None and len(found.group(1)) > 7:
-            problems.append(f"line {number}: gres/gpu={found.group(1)[:20]} is not a number of "
-                            "GPUs a job holds")
+            problems.append(_("line %(line)s: gres/gpu=%(value)s is not a number of GPUs a "
+                              "job holds") % {"line": number, "value": found.group(1)[:20]})
             continue
         if found is None or int(found.group(1)) == 0:
             continue  # a job without GPUs
@@ -186,18 +202,22 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
         try:
             began, ended = _moment(start, zone), _moment(end, zone)
         except ValueError:
-            problems.append(f"line {number}: Start {start[:30]!r} or End {end[:30]!r} is not a "
-                            "time from 1970 to 2199 (sacct prints 2026-10-01T08:00:00)")
+            problems.append(_("line %(line)s: Start %(start)s or End %(end)s is not a time "
+                              "from 1970 to 2199 (sacct prints 2026-10-01T08:00:00)")
+                            % {"line": number, "start": repr(start[:30]), "end": repr(end[:30])})
             continue
         if ended < began:
-            problems.append(f"line {number}: job {job} ends before it starts")
+            problems.append(_("line %(line)s: job %(job)s ends before it starts")
+                            % {"line": number, "job": job[:40]})
             continue
         jobs.append((began, ended, int(found.group(1)), number))
     if problems:
         raise HistoryError(_named(problems))
     if not jobs:
-        raise HistoryError(["no finished job with GPUs (gres/gpu in AllocTRES)"
-                            + (f" for account {account}" if account else "")])
+        raise HistoryError([
+            _("no finished job with GPUs (gres/gpu in AllocTRES) for account %(account)s")
+            % {"account": account} if account else
+            _("no finished job with GPUs (gres/gpu in AllocTRES)")])
     earliest = min(jobs, key=lambda job: job[0])
     latest = max(jobs, key=lambda job: job[1])
     if latest[1] - earliest[0] > timedelta(days=MAX_SPAN_DAYS):
@@ -207,11 +227,11 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
     hours = _spread(first, int((latest[1] - first) / HOUR) + 1, jobs)
     while hours and hours[-1] == 0:
         hours.pop()
-    for count, why in ((steps, "job steps (their jobs are counted)"),
-                       (running, "jobs still running (no End)"),
-                       (other, f"jobs of other accounts than {account}")):
+    for count, why in ((steps, _("%(count)s job steps (their jobs are counted)")),
+                       (running, _("%(count)s jobs still running (no End)")),
+                       (other, _("%(count)s jobs of other accounts than %(account)s"))):
         if count:
-            skipped.append(f"{count} {why}")
+            skipped.append(why % {"count": count, "account": account})
     return History(first, hours, "sacct", skipped)
 
 
