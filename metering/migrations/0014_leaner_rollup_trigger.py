@@ -30,7 +30,9 @@ from django.db import migrations
 holder_unknown = import_module("metering.migrations.0011_holder_unknown")
 
 TABLE = holder_unknown.TABLE
-HOUR = "date_bin('1 hour', i.ts, TIMESTAMPTZ '2000-01-01 00:00+00')"
+HOUR = holder_unknown.lean.HOUR_OF.format(ts="i.ts")
+# The upserts of the tenant and GPU hours, and the function's end, are 0011's to the letter.
+ROLLUPS = holder_unknown.FUNCTION[holder_unknown.FUNCTION.index("    ), tenant_hours AS ("):]
 EPOCH = "TIMESTAMPTZ '1970-01-01 00:00+00'"
 
 FUNCTION = f"""
@@ -120,39 +122,7 @@ BEGIN
         FROM (SELECT i.tenant_id, {HOUR} AS hour, i.ts, sum(i.fraction) AS gpus
               FROM inserted i WHERE i.allocated GROUP BY 1, 2, 3) held
         GROUP BY 1, 2
-    ), tenant_hours AS (
-        INSERT INTO metering_tenanthour AS t (tenant_id, hour, allocated_gpu_s, busy_gpu_s,
-                                              sample_count, peak_gpus, reported_s, peak_stale)
-        SELECT s.tenant_id, s.hour, s.allocated_s, s.busy_s, s.samples, COALESCE(p.gpus, 0),
-               s.reported_s, true
-        FROM (SELECT tenant_id, hour, sum(allocated_s) AS allocated_s, sum(busy_s) AS busy_s,
-                     sum(samples) AS samples, sum(reported_s) AS reported_s
-              FROM gpu_hours GROUP BY tenant_id, hour) s
-        LEFT JOIN instants p ON p.hour = s.hour AND p.tenant_id IS NOT DISTINCT FROM s.tenant_id
-        ORDER BY COALESCE(s.tenant_id, 0), s.hour
-        ON CONFLICT (hour, (COALESCE(tenant_id, 0))) DO UPDATE SET
-            allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
-            busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
-            sample_count = t.sample_count + EXCLUDED.sample_count,
-            peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus),
-            reported_s = t.reported_s + EXCLUDED.reported_s,
-            peak_stale = true
-        RETURNING 1
-    )
-    INSERT INTO metering_gpuhour AS t (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s,
-                                       sample_count, peak_gpus, reported_s)
-    SELECT gpu_id, tenant_id, hour, allocated_s, busy_s, samples, peak, reported_s
-    FROM gpu_hours ORDER BY gpu_id, COALESCE(tenant_id, 0), hour
-    ON CONFLICT (hour, gpu_id, (COALESCE(tenant_id, 0))) DO UPDATE SET
-        allocated_gpu_s = t.allocated_gpu_s + EXCLUDED.allocated_gpu_s,
-        busy_gpu_s = t.busy_gpu_s + EXCLUDED.busy_gpu_s,
-        sample_count = t.sample_count + EXCLUDED.sample_count,
-        peak_gpus = GREATEST(t.peak_gpus, EXCLUDED.peak_gpus),
-        reported_s = t.reported_s + EXCLUDED.reported_s;
-    RETURN NULL;
-END
-$$
-"""
+""" + ROLLUPS
 
 
 def forward(apps, schema_editor):
