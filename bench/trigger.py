@@ -7,10 +7,10 @@ Needs PostgreSQL on this machine (its backend's CPU time is read from /proc) as 
 and created afresh). One connection COPYs the product's 500-sample batches (50 GPUs, ten
 minutes of one-minute samples on the agent's grid, as metering.intake.store_postgresql writes
 them) forward in time, in turns: the trigger off (session_replication_role = replica, the
-baseline), then the trigger of migration metering 0011 (before 0014), then the trigger as
-migrated. Prints each round's extra CPU a batch of both triggers over the baseline and their
-medians. No target: the figure says where the endpoint's database time goes
-(bench/ingest.py).
+baseline), then the trigger of migration metering 0011 (before 0014) and the trigger as
+migrated, in an order that swaps each round. Prints each round's extra CPU a batch of both
+triggers over the baseline and their medians. No target: the figure says where the endpoint's
+database time goes (bench/ingest.py).
 """
 
 import argparse
