@@ -9,6 +9,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from hypothesis import given, settings
@@ -127,8 +128,6 @@ def test_times_a_datetime_cannot_hold_and_absurd_gpu_counts_are_named():
 
 
 def test_the_page_answers_a_file_it_will_not_read_at_once(client, operator, catalogue):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
     client.force_login(operator)
     upload = SimpleUploadedFile("wide.csv", b"ts,gpus\n1971-01-01T00:00:00Z,1\n"
                                             b"2199-12-31T23:00:00Z,1\n", "text/csv")
@@ -139,8 +138,6 @@ def test_the_page_answers_a_file_it_will_not_read_at_once(client, operator, cata
 
 
 def test_the_chinese_page_names_the_rows_in_chinese(client, operator, catalogue):
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
     client.force_login(operator)
     upload = SimpleUploadedFile("bad.csv", b"ts,gpus\n2026-08-01T00:00:00Z,lots\n", "text/csv")
     answer = client.post("/zh-hans/advise/", {"history": upload, "time_zone": "UTC",
