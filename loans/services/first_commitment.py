@@ -28,6 +28,11 @@ SEED = 20261201
 ON_DEMAND = "on demand"
 
 
+class NoOnDemandPrice(HistoryError):
+    """No offered plan without a commitment gives the on-demand price, and none was given: the
+    caller says where to give it (the command's option, the page's field)."""
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -114,9 +119,8 @@ def advise(history: History, *, term_months: int, currency: str,
     plans = list(Plan.objects.filter(is_offered=True, currency=currency).order_by("name"))
     free = next((p for p in plans if p.committed_gpu_hours == 0), None)
     if on_demand_rate is None and free is None:
-        raise HistoryError([_("no offered %(currency)s plan without a commitment gives the "
-                              "on-demand price: give it (--on-demand-rate)")
-                            % {"currency": currency}])
+        raise NoOnDemandPrice([_("no offered %(currency)s plan without a commitment gives "
+                                 "the on-demand price") % {"currency": currency}])
     rate = on_demand_rate if on_demand_rate is not None else free.effective_overage_rate()
     on_demand = Option(ON_DEMAND, Decimal(0), Decimal(0), rate, Decimal(0), None, True,
                        *term_totals(windows, term_months, Decimal(0), Decimal(0), rate,

@@ -15,7 +15,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from loans.access import is_lead, is_operator, tenant_for_user
-from loans.services.first_commitment import advise, slurm_history
+from loans.services.first_commitment import NoOnDemandPrice, advise, slurm_history
 from loans.services.history import HistoryError, read_history
 from loans.web.views import operator_required
 from metering.usage import slurm
@@ -81,6 +81,10 @@ def _page(request: HttpRequest, tenant=None) -> HttpResponse:
         result = advise(history, term_months=data["term_months"],
                         currency=settings.DEFAULT_CURRENCY, on_demand_rate=data["on_demand_rate"])
         context.update(result=result, options=[result.on_demand, *result.plans])
+    except NoOnDemandPrice as error:
+        form.add_error("on_demand_rate", _("%(problem)s: give it here.")
+                       % {"problem": error.problems[0]})
+        return render(request, "loans/advise.html", context, status=400)
     except HistoryError as error:
         context["problems"] = error.problems
         return render(request, "loans/advise.html", context, status=400)

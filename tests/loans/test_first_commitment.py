@@ -147,6 +147,27 @@ def test_the_chinese_page_names_the_rows_in_chinese(client, operator, catalogue)
         answer.content.decode())
 
 
+
+def test_the_page_asks_for_the_on_demand_price_in_its_own_field(client, operator, db):
+    """Without a plan that gives the on-demand price, the page names its own field, not the
+    command's option."""
+    client.force_login(operator)
+    upload = SimpleUploadedFile("month.csv", hourly_csv(800).encode(), "text/csv")
+    answer = client.post("/en/advise/", {"history": upload, "time_zone": "UTC",
+                                         "term_months": 12})
+    assert answer.status_code == 400
+    text = html.unescape(answer.content.decode())
+    assert "--on-demand-rate" not in text
+    errors = answer.context["form"].errors
+    assert errors["on_demand_rate"] == [
+        "no offered CNY plan without a commitment gives the on-demand price: give it here."]
+    upload.seek(0)
+    answer = client.post("/zh-hans/advise/", {"history": upload, "time_zone": "UTC",
+                                              "term_months": 12})
+    assert answer.context["form"].errors["on_demand_rate"] == [
+        "没有在售的无承诺 CNY 套餐可给出按需价格：请在此填写。"]
+
+
 jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),
                           st.integers(1, 16)), min_size=1, max_size=30)
 

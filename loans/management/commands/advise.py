@@ -9,7 +9,13 @@ from django.utils import timezone
 
 from core.admin_figures import written
 from loans.models import Tenant
-from loans.services.first_commitment import FirstAdvice, Option, advise, slurm_history
+from loans.services.first_commitment import (
+    FirstAdvice,
+    NoOnDemandPrice,
+    Option,
+    advise,
+    slurm_history,
+)
 from loans.services.history import HistoryError, read_history
 
 MAX_BYTES = 64 * 1024 * 1024
@@ -70,6 +76,8 @@ class Command(BaseCommand):
                                        account=options["account"])
             result = advise(history, term_months=options["term_months"],
                             currency=options["currency"].upper(), on_demand_rate=rate)
+        except NoOnDemandPrice as error:
+            raise CommandError(f"{error.problems[0]}: give it (--on-demand-rate).") from None
         except HistoryError as error:
             raise CommandError(f"{options['history'] or options['tenant']}: " + "\n  ".join(
                 ["cannot advise:", *error.problems])) from None
