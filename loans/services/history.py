@@ -16,9 +16,11 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from django.utils.translation import gettext as _
 
+from core.bounds import whole_number
+
 HOUR = timedelta(hours=1)
 SACCT_COLUMNS = ("JobID", "Account", "User", "Start", "End", "AllocTRES")
-GPUS_IN_TRES = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=(\d+)")
+GPUS_IN_TRES = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=([^,]*)")
 MAX_PROBLEMS = 20  # named one by one; the rest are counted
 # A history spans at most three years: more says nothing more about a term to sign, and the
 # hours are held one by one (a file of two rows a thousand years apart would ask for millions).
@@ -122,8 +124,8 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
             problems.append(_("line %(line)s: %(value)s is not on the hour")
                             % {"line": number, "value": row[0][:40]})
             continue
-        try:
-            gpus = float(row[1])
+        try:  # ASCII figures only: float() would also read "٣" and "1_0"
+            gpus = float(row[1]) if row[1].isascii() and "_" not in row[1] else float("nan")
         except ValueError:
             gpus = float("nan")
         if not (0 <= gpus <= 1_000_000):
@@ -190,11 +192,12 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
             other += 1
             continue
         found = GPUS_IN_TRES.search(tres)
-        if found is not None and len(found.group(1)) > 7:
+        gpus = whole_number(found.group(1), 0, 9_999_999, digits=7) if found else 0
+        if gpus is None:  # not ASCII digits, or more than seven of them
             problems.append(_("line %(line)s: gres/gpu=%(value)s is not a number of GPUs a "
                               "job holds") % {"line": number, "value": found.group(1)[:20]})
             continue
-        if found is None or int(found.group(1)) == 0:
+        if gpus == 0:
             continue  # a job without GPUs
         if end.strip() in ("Unknown", "None", ""):
             running += 1
@@ -210,7 +213,7 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
             problems.append(_("line %(line)s: job %(job)s ends before it starts")
                             % {"line": number, "job": job[:40]})
             continue
-        jobs.append((began, ended, int(found.group(1)), number))
+        jobs.append((began, ended, gpus, number))
     if problems:
         raise HistoryError(_named(problems))
     if not jobs:

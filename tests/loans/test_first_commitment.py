@@ -127,6 +127,21 @@ def test_times_a_datetime_cannot_hold_and_absurd_gpu_counts_are_named():
                              f"gres/gpu={'9' * 5000}\n", zone=UTC)
 
 
+def test_counts_only_in_ascii_figures_are_read():
+    """float() and int() read other scripts' digits and underscores: an Arabic-Indic three
+    was three GPUs, and '1_0' ten."""
+    with pytest.raises(HistoryError) as error:
+        read_history("ts,gpus\n2026-08-01T00:00:00Z,\u0663\n2026-08-01T01:00:00Z,1_0\n")
+    assert [p.split(" of GPUs")[0] for p in error.value.problems] == [
+        "line 2: gpus '\u0663' is not a number", "line 3: gpus '1_0' is not a number"]
+    with pytest.raises(HistoryError, match="^line 2: gres/gpu=\u0663 is not a number of GPUs"):
+        read_history(SACCT + "1|a|u|2026-08-01T00:00:00|2026-08-01T02:00:00|gres/gpu=\u0663\n",
+                     zone=UTC)
+    tres = "billing=4,cpu=4,gres/gpu:h100=2,gres/gpu=2,mem=8G"
+    read = read_history(SACCT + f"1|a|u|2026-08-01T00:00:00|2026-08-01T02:00:00|{tres}\n", zone=UTC)
+    assert read.hours == [2.0, 2.0]
+
+
 def test_the_page_answers_a_file_it_will_not_read_at_once(client, operator, catalogue):
     client.force_login(operator)
     upload = SimpleUploadedFile("wide.csv", b"ts,gpus\n1971-01-01T00:00:00Z,1\n"
