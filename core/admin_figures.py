@@ -9,6 +9,8 @@ from django import forms
 from django.contrib import admin
 from django.db import models
 
+from core.admin_prefill import ReadablePrefill
+
 MONEY_WORDS = ("cost", "amount", "saving", "fee", "price", "rate")
 
 
@@ -55,10 +57,11 @@ def _column(field: models.DecimalField):
     return column
 
 
-class FiguresAdmin(admin.ModelAdmin):
+class FiguresAdmin(ReadablePrefill, admin.ModelAdmin):
     """The project's model admins: decimal list columns and inputs written as above, and, on
     the pages of records nobody may change (statements, rollups), decimal fields written so
-    too, with `shown_as` naming other fields' written forms ({"period_index": number})."""
+    too, with `shown_as` naming other fields' written forms ({"period_index": number}). Add
+    forms take from the query string only what their fields read (core.admin_prefill)."""
 
     formfield_overrides = DECIMAL_INPUTS
     shown_as: dict = {}

@@ -117,7 +117,7 @@ class AmendmentAdmin(FiguresAdmin):
 
     def get_changeform_initial_data(self, request) -> dict:
         initial = super().get_changeform_initial_data(request)
-        contract = Contract.objects.filter(pk=request.GET.get("contract") or None).first()
+        contract = Contract.objects.filter(pk=initial.get("contract") or None).first()
         if contract is not None:
             initial["from_number"] = amendments.first_open_period(contract) + 1
         return initial

@@ -328,3 +328,30 @@ def test_a_renewal_that_leaves_hours_uncovered_is_saved_with_a_warning(client, o
     page = response.content.decode()
     assert "8 hours between this contract and" in page and "billed by neither" in page
     assert Contract.objects.count() == 2
+
+
+PREFILLS = ["abc", "\ufffd\ufffd", "99999999999999999999", "2026-13-45T99:00", "1,x"]
+
+
+def test_add_forms_prefilled_from_the_query_string_never_fail(client, operator, fleet):
+    """Django's admin fills an add form from its query string (?tenant=3, as links to it
+    do). A value its field cannot read made the autocomplete widgets query with it and
+    answer 500 (?tenant=abc on a contract, ?contract=abc on an amendment); every add form
+    and every field of it is tried with such values."""
+    from django.contrib import admin
+
+    client.force_login(operator)
+    tried = 0
+    for model in admin.site._registry:
+        meta = model._meta
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
+        if client.get(url).status_code != 200:
+            continue  # no adding here (statements, rollups, refusals)
+        for field in meta.get_fields():
+            if not field.concrete or field.auto_created and not field.is_relation:
+                continue
+            for value in PREFILLS:
+                answer = client.get(url, {field.name: value})
+                tried += 1
+                assert answer.status_code < 500, (url, field.name, value)
+    assert tried > 300
