@@ -1,4 +1,5 @@
-"""The operators' admin site: Django's, plus the raw usage samples.
+"""The operators' admin site: Django's, plus the raw usage samples, and every form's unreadable
+input refused as a form error (core.admin_input).
 
 Samples are keyed by (GPU, timestamp), a composite key that ModelAdmin cannot register, so they
 get a read-only list view of their own, shown in the index beside metering's models.
@@ -14,6 +15,16 @@ class GpuLoansAdminSite(admin.AdminSite):
     site_header = "gpuloans"
     site_title = "gpuloans"
     index_title = _("Operations")
+
+    def register(self, model_or_iterable, admin_class=None, **options):
+        """Every model admin, the project's and Django's own (users, groups), refuses what
+        its fields cannot read as a form error (core.admin_input)."""
+        from core.admin_input import ReadableInput
+
+        admin_class = admin_class or admin.ModelAdmin
+        if not issubclass(admin_class, ReadableInput):
+            admin_class = type(admin_class.__name__, (ReadableInput, admin_class), {})
+        super().register(model_or_iterable, admin_class, **options)
 
     def get_urls(self):
         from metering.admin_samples import sample_list

@@ -9,7 +9,7 @@ from django import forms
 from django.contrib import admin
 from django.db import models
 
-from core.admin_prefill import ReadablePrefill
+from core.admin_input import ReadableAutocomplete, ReadableInput
 
 MONEY_WORDS = ("cost", "amount", "saving", "fee", "price", "rate")
 
@@ -57,11 +57,11 @@ def _column(field: models.DecimalField):
     return column
 
 
-class FiguresAdmin(ReadablePrefill, admin.ModelAdmin):
+class FiguresAdmin(ReadableInput, admin.ModelAdmin):
     """The project's model admins: decimal list columns and inputs written as above, and, on
     the pages of records nobody may change (statements, rollups), decimal fields written so
     too, with `shown_as` naming other fields' written forms ({"period_index": number}). Add
-    forms take from the query string only what their fields read (core.admin_prefill)."""
+    forms take from the query string only what their fields read (core.admin_input)."""
 
     formfield_overrides = DECIMAL_INPUTS
     shown_as: dict = {}
@@ -100,7 +100,8 @@ class FiguresAdmin(ReadablePrefill, admin.ModelAdmin):
         return [*readonly, *self._shown().values()]
 
 
-class FiguresInline:
-    """Mixed into the project's inlines: decimal inputs as FiguresAdmin writes them."""
+class FiguresInline(ReadableAutocomplete):
+    """Mixed into the project's inlines: decimal inputs as FiguresAdmin writes them, and
+    autocomplete widgets that look up only what their field reads (core.admin_input)."""
 
     formfield_overrides = DECIMAL_INPUTS

@@ -355,3 +355,38 @@ def test_add_forms_prefilled_from_the_query_string_never_fail(client, operator, 
                 tried += 1
                 assert answer.status_code < 500, (url, field.name, value)
     assert tried > 300
+
+
+def test_a_posted_key_its_field_cannot_read_is_a_form_error_not_a_500(client, operator, fleet,
+                                                                       contract):
+    """A form shown again with its errors keeps what was posted, and the autocomplete widgets
+    queried with it: a membership's user 'abc', or one past the column's range, was a 500, on
+    its own add form and in a tenant's inline."""
+    from django.contrib import admin
+
+    client.force_login(operator)
+    tried = 0
+    for model in admin.site._registry:
+        meta = model._meta
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
+        if client.get(url).status_code != 200:
+            continue
+        for field in meta.get_fields():
+            if not (field.concrete and field.is_relation):
+                continue
+            for value in PREFILLS:
+                answer = client.post(url, {field.name: value})
+                tried += 1
+                assert answer.status_code == 200, (url, field.name, value)  # shown again
+    assert tried > 50
+    page = reverse("admin:loans_tenant_change", args=[contract.tenant_id])
+    forms = re.findall(r'name="([\w-]+)-TOTAL_FORMS"', client.get(page).content.decode())
+    management = {f"{prefix}-{part}": count for prefix in forms
+                  for part, count in (("TOTAL_FORMS", 0), ("INITIAL_FORMS", 0))}
+    for value in PREFILLS:
+        answer = client.post(page, {
+            "slug": contract.tenant.slug, "name": "Renamed", **management,
+            "memberships-TOTAL_FORMS": 1, "memberships-0-user": value,
+            "memberships-0-role": "lead"})
+        assert answer.status_code == 200, value
+        assert "Select a valid choice" in answer.content.decode()
