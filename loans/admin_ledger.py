@@ -95,8 +95,9 @@ class AmendmentInline(FiguresInline, admin.TabularInline):
         return False
 
     @admin.display(description=_("from period"))
-    def from_number(self, amendment: Amendment) -> int:
-        return amendment.from_period + 1
+    def from_number(self, amendment: Amendment) -> int | None:
+        # None on a blank row: a post may claim more rows than the page showed.
+        return None if amendment.from_period is None else amendment.from_period + 1
 
 
 @admin.register(Amendment)

@@ -1,5 +1,6 @@
 """The operators' console, through the pages an operator uses."""
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
 
@@ -390,3 +391,41 @@ def test_a_posted_key_its_field_cannot_read_is_a_form_error_not_a_500(client, op
             "memberships-0-role": "lead"})
         assert answer.status_code == 200, value
         assert "Select a valid choice" in answer.content.decode()
+
+
+def posted_as_shown(page: str) -> dict:
+    """What a browser would post of the admin form on `page`, as it is shown."""
+    data = {}
+    for tag, attrs, inner in re.findall(
+            r"<(input|textarea|select)\b([^>]*)>(?:(.*?)</(?:textarea|select)>)?", page, re.S):
+        name = re.search(r'name="([^"]+)"', attrs)
+        kind = re.search(r'type="([^"]+)"', attrs)
+        if name is None or (kind and kind.group(1) in ("submit", "file")):
+            continue
+        if kind and kind.group(1) == "checkbox" and "checked" not in attrs:
+            continue
+        if tag == "select":
+            chosen = re.search(r'<option value="([^"]*)"[^>]*selected', inner or "")
+            value = chosen.group(1) if chosen else ""
+        elif tag == "textarea":
+            value = inner or ""
+        else:
+            value = re.search(r'value="([^"]*)"', attrs)
+            value = value.group(1) if value else ""
+        data[name.group(1)] = html.unescape(value)
+    return data
+
+
+def test_a_contract_posted_with_more_amendment_rows_than_shown_is_not_a_500(client, operator,
+                                                                           contract):
+    """The contract's amendments are read-only rows; a post claiming more rows than it shows
+    (a TOTAL_FORMS a client changed) made the page show blank ones, and their period number
+    (from_period + 1 of None) was a 500."""
+    client.force_login(operator)
+    page = reverse("admin:loans_contract_change", args=[contract.pk])
+    data = posted_as_shown(client.get(page).content.decode())
+    prefix = next(name[:-len("-TOTAL_FORMS")] for name in data
+                  if name.endswith("-TOTAL_FORMS") and name.startswith("amendment"))
+    for total in ("3", " 3 "):
+        answer = client.post(page, {**data, f"{prefix}-TOTAL_FORMS": total, "status": "bogus"})
+        assert answer.status_code == 200
