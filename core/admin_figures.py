@@ -60,8 +60,11 @@ def _column(field: models.DecimalField):
 class FiguresAdmin(ReadableInput, admin.ModelAdmin):
     """The project's model admins: decimal list columns and inputs written as above, and, on
     the pages of records nobody may change (statements, rollups), decimal fields written so
-    too, with `shown_as` naming other fields' written forms ({"period_index": number}). Add
-    forms take from the query string only what their fields read (core.admin_input)."""
+    too, with `shown_as` naming other fields' written forms ({"period_index": number}).
+
+    Beneath the project's own overrides, add forms take from the query string only what their
+    fields read (core.admin_input), so an override reads cleaned values; the admin site mixes
+    the same into the admins of Django's own models."""
 
     formfield_overrides = DECIMAL_INPUTS
     shown_as: dict = {}

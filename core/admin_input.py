@@ -47,7 +47,8 @@ class ReadableModelMultipleChoiceField(forms.ModelMultipleChoiceField):
 
 
 class ReadableAutocomplete:
-    """Mixed into the project's inlines (core.admin_figures.FiguresInline)."""
+    """Relations' widgets and fields that refuse what their key cannot read: in every model
+    admin (ReadableInput) and the project's inlines (core.admin_figures.FiguresInline)."""
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
         kwargs.setdefault("form_class", ReadableModelMultipleChoiceField)
