@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import time_machine
+from django.contrib import admin
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -334,21 +335,25 @@ def test_a_renewal_that_leaves_hours_uncovered_is_saved_with_a_warning(client, o
 PREFILLS = ["abc", "\ufffd\ufffd", "99999999999999999999", "2026-13-45T99:00", "1,x"]
 
 
+def add_forms(client):
+    """Each registered model's add form the logged-in client may open, with its model's
+    fields (statements, rollups and refusals have none)."""
+    for model in admin.site._registry:
+        meta = model._meta
+        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
+        if client.get(url).status_code == 200:
+            yield url, meta.get_fields()
+
+
 def test_add_forms_prefilled_from_the_query_string_never_fail(client, operator, fleet):
     """Django's admin fills an add form from its query string (?tenant=3, as links to it
     do). A value its field cannot read made the autocomplete widgets query with it and
     answer 500 (?tenant=abc on a contract, ?contract=abc on an amendment); every add form
     and every field of it is tried with such values."""
-    from django.contrib import admin
-
     client.force_login(operator)
     tried = 0
-    for model in admin.site._registry:
-        meta = model._meta
-        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
-        if client.get(url).status_code != 200:
-            continue  # no adding here (statements, rollups, refusals)
-        for field in meta.get_fields():
+    for url, fields in add_forms(client):
+        for field in fields:
             if not field.concrete or field.auto_created and not field.is_relation:
                 continue
             for value in PREFILLS:
@@ -363,16 +368,10 @@ def test_a_posted_key_its_field_cannot_read_is_a_form_error_not_a_500(client, op
     """A form shown again with its errors keeps what was posted, and the autocomplete widgets
     queried with it: a membership's user 'abc', or one past the column's range, was a 500, on
     its own add form and in a tenant's inline."""
-    from django.contrib import admin
-
     client.force_login(operator)
     tried = 0
-    for model in admin.site._registry:
-        meta = model._meta
-        url = reverse(f"admin:{meta.app_label}_{meta.model_name}_add")
-        if client.get(url).status_code != 200:
-            continue
-        for field in meta.get_fields():
+    for url, fields in add_forms(client):
+        for field in fields:
             if not (field.concrete and field.is_relation):
                 continue
             for value in PREFILLS:
