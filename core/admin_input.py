@@ -72,10 +72,13 @@ class ReadableInput(ReadableAutocomplete):
                 field = self.model._meta.get_field(name)
             except FieldDoesNotExist:
                 continue  # not a model field: the admin that reads it checks it
-            reader = field.target_field if field.is_relation else field
+            if not field.is_relation:
+                try:
+                    initial[name] = field.clean(value, None)
+                except UNREADABLE:
+                    del initial[name]
+                continue
             values = value if isinstance(value, list) else [value]  # many-to-many: split at ","
-            if not all(_reads(reader, item) for item in values):
+            if not all(_reads(field.target_field, item) for item in values):
                 del initial[name]
-            elif not field.is_relation:
-                initial[name] = reader.clean(value, None)
         return initial
