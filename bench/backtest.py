@@ -3,7 +3,8 @@
     .venv/bin/python bench/backtest.py [--seeds 12] [--warmup 3 6 12] [--term 12]
 
 Each history is hourly GPU usage from the demo's generator (a working-day rhythm, noise, and
-three-day training bursts) bent into a shape: steady, growing, seasonal, bursty or shrinking.
+three-day training bursts) bent into a shape: steady, growing, seasonal (a six-month cycle,
+each history beginning at a phase of its own), bursty or shrinking.
 Every policy sees the first --warmup months and picks one commitment, which is then held for
 the --term months that follow (a contract's commitment is signed for its term) and billed as
 C * r_c + max(0, U - C) * r_o each month, at overage multipliers 1.2, 1.5, 2.0 and 3.0. Each
@@ -11,9 +12,9 @@ C * r_c + max(0, U - C) * r_o each month, at overage multipliers 1.2, 1.5, 2.0 a
 start, 6 an amendment mid-term, 12 a renewal with the whole last term seen.
 
   term-aware    loans.maths.recommend.term_commitment (a trend of whole periods, a decline
-                damped, plus the windows' spread, what of the periods' spread they do not
-                show and the fit's error, the term's months pooled): what the daily job
-                advises
+                damped, read from under six periods only half, plus the windows' spread,
+                what of the periods' spread they do not show and the fit's error, the
+                term's months pooled): what the daily job advises
   one period    advise_commitment without a term: one period's optimum, then held
   keep          the first month's usage, never changed
   80% of avg    80% of the average monthly usage (the sources' rule)
@@ -50,6 +51,7 @@ from loans.maths import recommend  # noqa: E402
 from loans.services.advice import HISTORY_DAYS  # noqa: E402
 
 MONTH_HOURS = 30 * 24
+SEASON_MONTHS = 6
 ZONE = ZoneInfo("Asia/Shanghai")
 START = datetime(2025, 1, 6, tzinfo=UTC)
 RATE = Decimal(10)
@@ -59,7 +61,9 @@ POLICIES = ("term-aware", "one period", "keep", "80% of avg", "30d", "60d")
 BASELINES = ("one period", "keep", "80% of avg", "30d", "60d")
 
 
-def shape_factor(shape: str, month: float, rng: random.Random, bursts: set[int], day: int):
+def shape_factor(shape: str, month: float, bursts: set[int], day: int, phase: float):
+    """The shape's factor at `month` (months since the history began); a season's `phase`
+    (months) is where in its cycle the history begins."""
     if shape == "steady":
         return 1.0
     if shape == "growing":
@@ -67,7 +71,7 @@ def shape_factor(shape: str, month: float, rng: random.Random, bursts: set[int],
     if shape == "shrinking":
         return max(0.2, 1.0 - 0.06 * month)
     if shape == "seasonal":
-        return 1.0 + 0.35 * math.sin(2 * math.pi * month / 6)
+        return 1.0 + 0.35 * math.sin(2 * math.pi * (month + phase) / SEASON_MONTHS)
     if shape == "bursty":
         return 1.8 if day in bursts else 0.8
     raise ValueError(shape)
@@ -79,12 +83,16 @@ def history(shape: str, seed: int, months: int) -> list[float]:
     rng = random.Random(f"{shape}:{seed}")
     days = months * 30
     bursts = {d for start in rng.sample(range(days), days // 12) for d in range(start, start + 3)}
+    # A team's history begins wherever its season happens to be (with every history on the
+    # rising flank, three months seen always showed the same half of the cycle); drawn apart
+    # from `rng`, so that the other shapes' histories stay as they were.
+    phase = random.Random(f"phase:{seed}").uniform(0, SEASON_MONTHS)
     out = []
     for hour in range(days * 24):
         moment = START + timedelta(hours=hour)
         local = moment.astimezone(ZONE)
         held = gpus_held(story, local, rng, is_bursting(story, local.date()))
-        factor = shape_factor(shape, hour / MONTH_HOURS, rng, bursts, hour // 24)
+        factor = shape_factor(shape, hour / MONTH_HOURS, bursts, hour // 24, phase)
         out.append(max(0.0, held * factor))
     return out
 

@@ -170,6 +170,7 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
 
 
 DECLINE_DAMPING = 0.95  # of a decline, the share that carries into each later period
+TREND_PERIODS = 6  # periods that show a trend on their own (fewer: the trend is hedged)
 TOTAL_DRAWS = 400  # term paths for the totals' bands: about 3 ms a contract in the daily job
 TOTAL_SEED = 20261202
 
@@ -274,16 +275,29 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
     # zero); growth carries on (damped, it under-forecast 57 of 60 growing months in
     # bench/backtest.py).
     damping = DECLINE_DAMPING if slope < 0 else 1.0
+    # A trend read from fewer than TREND_PERIODS periods may be half a season (three months
+    # of a six-month cycle all move one way): each period is then priced half on the trend
+    # and half on the periods' mean, as if no trend were there, so that neither reading alone
+    # sets a commitment held for the whole term.
+    hedged = slope != 0 and count < TREND_PERIODS
+    if hedged:
+        level_deviations = [w - mean_y for w in windows]
+        level_z = period_spread(statistics.stdev(totals), count - 1, count, 0.0, 0,
+                                statistics.pvariance(level_deviations))
+        level_outcomes = [max(0.0, mean_y + d + k * level_z)
+                          for d in level_deviations for k in (-1.0, 0.0, 1.0)]
     bands, pooled, centres = ([], [], []), [], []
     for j in range(1, months + 1):
         carried += slope * damping ** j
         centre = max(0.0, last + carried)
-        centres.append(centre)
+        centres.append((centre + mean_y) / 2 if hedged else centre)
         # Period-to-period noise the windows of one history cannot show: the periods'
         # spread around the trend, at its P10, P50 and P90.
         z = period_spread(spread, freedom, count, count - 1 + j - mean_x, sxx if slope else 0,
                           shown)
         outcomes = [max(0.0, centre + d + k * z) for d in deviations for k in (-1.0, 0.0, 1.0)]
+        if hedged:
+            outcomes += level_outcomes
         pooled.extend(outcomes)
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
             band.append(quantile(outcomes, q))

@@ -280,3 +280,29 @@ def test_the_term_bands_are_as_wide_as_a_few_periods_can_tell_and_growth_is_not_
     # them, only the fit's own error is left.
     assert recommend.period_spread(100.0, 5, 6, 0.0, 0, shown=100.0 ** 2) == pytest.approx(
         1.476 * 100 * math.sqrt(1 / 6))
+
+
+def test_a_trend_read_from_three_periods_is_priced_half_as_a_trend_and_half_as_a_level():
+    """Three months of a six-month season all rise: bench/backtest.py (each history at a
+    season's phase of its own) lost 58.6% against hindsight when they were read as growth
+    and extrapolated for a year."""
+    month = 720
+    rising = [1.0 + 0.3 * (h // month) for h in range(3 * month)]  # 720, 936, 1152 GPU-h
+    term = recommend.term_commitment(rising, period_hours=month, months=12,
+                                     committed_rate=RC, overage_rate=RO)
+    assert term.slope == pytest.approx(216)
+    trend_only = [1152 + 216 * j for j in range(1, 13)]
+    # Half of each period's outcomes follow the trend, half lie around the periods' mean of
+    # 936 GPU-h, as wide as three periods 216 GPU-h apart can tell.
+    assert term.p90 == pytest.approx(trend_only)
+    assert term.centres == pytest.approx([(c + 936) / 2 for c in trend_only])
+    assert len(set(term.p10)) == 1 and term.p10[0] < 936
+    # At r_o / r_c = 1.2 the quantile at 1/6 of the pooled term lies on the level's side:
+    # below the last month's 1,152 GPU-h (read as growth alone, 1,764).
+    assert term.commitment < 1152
+    # Six periods that all rise are a trend on their own.
+    grown = recommend.term_commitment(rising + [1.9 + 0.3 * (h // month) for h in
+                                                range(3 * month)],
+                                      period_hours=month, months=12, committed_rate=RC,
+                                      overage_rate=RO)
+    assert grown.p10[0] > 6 * 216
