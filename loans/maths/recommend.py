@@ -282,8 +282,10 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
     hedged = slope != 0 and count < TREND_PERIODS
     if hedged:
         level_deviations = [w - mean_y for w in windows]
+        level_shown = (statistics.pvariance(level_deviations) if len(level_deviations) > 1
+                       else 0.0)
         level_z = period_spread(statistics.stdev(totals), count - 1, count, 0.0, 0,
-                                statistics.pvariance(level_deviations))
+                                level_shown)
         level_outcomes = [max(0.0, mean_y + d + k * level_z)
                           for d in level_deviations for k in (-1.0, 0.0, 1.0)]
     bands, pooled, centres = ([], [], []), [], []
