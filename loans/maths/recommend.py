@@ -248,8 +248,9 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
         return None
     tail = hourly[len(hourly) - count * period_hours:]
     totals = [sum(tail[k * period_hours:(k + 1) * period_hours]) for k in range(count)]
-    slope, freedom = 0.0, count - 1
-    spread = statistics.stdev(totals) if count > 1 else 0.0  # around the mean
+    # No trend: the periods' mean, and their spread around it.
+    no_trend = (0.0, statistics.stdev(totals) if count > 1 else 0.0, count - 1)
+    slope, spread, freedom = no_trend
     mean_x, mean_y = (count - 1) / 2, statistics.fmean(totals)
     sxx = sum((k - mean_x) ** 2 for k in range(count))
     if count >= 3:
@@ -262,44 +263,46 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
         if (abs(fitted) > 2 * around_line / math.sqrt(sxx)
                 and all(step * fitted > 0 for step in steps)):
             slope, spread, freedom = fitted, around_line, count - 2
-    intercept = mean_y - slope * mean_x
-
-    def trend(position: float) -> float:  # position in periods: 0 is the first whole period
-        return intercept + slope * position
-
     windows = period_windows(tail, period_hours, len(tail) // DAY_HOURS)
-    deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
-    shown = statistics.pvariance(deviations) if len(deviations) > 1 else 0.0
-    last, carried = trend(count - 1), 0.0
-    # A decline slows as usage nears what the team cannot do without (it never goes below
-    # zero); growth carries on (damped, it under-forecast 57 of 60 growing months in
-    # bench/backtest.py).
-    damping = DECLINE_DAMPING if slope < 0 else 1.0
-    # A trend read from fewer than TREND_PERIODS periods may be half a season (three months
-    # of a six-month cycle all move one way): each period is then priced half on the trend
-    # and half on the periods' mean, as if no trend were there, so that neither reading alone
-    # sets a commitment held for the whole term.
-    hedged = slope != 0 and count < TREND_PERIODS
-    if hedged:
-        level_deviations = [w - mean_y for w in windows]
-        level_shown = (statistics.pvariance(level_deviations) if len(level_deviations) > 1
-                       else 0.0)
-        level_z = period_spread(statistics.stdev(totals), count - 1, count, 0.0, 0,
-                                level_shown)
-        level_outcomes = [max(0.0, mean_y + d + k * level_z)
-                          for d in level_deviations for k in (-1.0, 0.0, 1.0)]
+    last = (mean_y - slope * mean_x) + slope * (count - 1)  # the line at the last period
+
+    def ahead(slope: float, spread: float, freedom: int) -> list[tuple[float, list[float]]]:
+        """Each term period's centre and outcomes along a line of `slope` through the
+        periods' mean: the windows' deviations from the line, and the periods' spread
+        around it that the windows do not show, at its P10, P50 and P90."""
+        intercept = mean_y - slope * mean_x
+
+        def trend(position: float) -> float:  # in periods: 0 is the first whole period
+            return intercept + slope * position
+
+        deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
+        shown = statistics.pvariance(deviations) if len(deviations) > 1 else 0.0
+        # A decline slows as usage nears what the team cannot do without (it never goes
+        # below zero); growth carries on (damped, it under-forecast 57 of 60 growing months
+        # in bench/backtest.py).
+        damping = DECLINE_DAMPING if slope < 0 else 1.0
+        start, carried, periods = trend(count - 1), 0.0, []
+        for j in range(1, months + 1):
+            carried += slope * damping ** j
+            centre = max(0.0, start + carried)
+            z = period_spread(spread, freedom, count, count - 1 + j - mean_x,
+                              sxx if slope else 0, shown)
+            periods.append((centre, [max(0.0, centre + d + k * z)
+                                     for d in deviations for k in (-1.0, 0.0, 1.0)]))
+        return periods
+
+    forecast = ahead(slope, spread, freedom)
+    if slope and count < TREND_PERIODS:
+        # A trend read from fewer than TREND_PERIODS periods may be half a season (three
+        # months of a six-month cycle all move one way): each period is priced half on the
+        # trend and half on no trend, so that neither reading alone sets a commitment held
+        # for the whole term.
+        forecast = [((centre + flat) / 2, outcomes + flat_outcomes)
+                    for (centre, outcomes), (flat, flat_outcomes)
+                    in zip(forecast, ahead(*no_trend), strict=True)]
     bands, pooled, centres = ([], [], []), [], []
-    for j in range(1, months + 1):
-        carried += slope * damping ** j
-        centre = max(0.0, last + carried)
-        centres.append((centre + mean_y) / 2 if hedged else centre)
-        # Period-to-period noise the windows of one history cannot show: the periods'
-        # spread around the trend, at its P10, P50 and P90.
-        z = period_spread(spread, freedom, count, count - 1 + j - mean_x, sxx if slope else 0,
-                          shown)
-        outcomes = [max(0.0, centre + d + k * z) for d in deviations for k in (-1.0, 0.0, 1.0)]
-        if hedged:
-            outcomes += level_outcomes
+    for centre, outcomes in forecast:
+        centres.append(centre)
         pooled.extend(outcomes)
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
             band.append(quantile(outcomes, q))
