@@ -10,7 +10,9 @@ import re
 import time
 import uuid
 
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse
+from django.http.multipartparser import MultiPartParserError
 
 from config import metrics
 
@@ -23,6 +25,24 @@ METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 class RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.request_id = request_id.get()
+        return True
+
+
+class ClientFaultFilter(logging.Filter):
+    """Django logs each request it refuses for the client's fault (a 403 for a write the user
+    may not make, a 400 for a malformed or suspicious request) with the exception's
+    traceback: a screen of stack for each refusal, none of them a fault of the code. Such a
+    record keeps one line, with the refusal's reason; a 500's traceback is kept."""
+
+    FAULTS = (PermissionDenied, BadRequest, SuspiciousOperation, MultiPartParserError)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        refusal = record.exc_info[1] if record.exc_info else None
+        if isinstance(refusal, self.FAULTS) and record.name.startswith("django."):
+            reason = str(refusal)
+            message = record.getMessage()
+            record.msg = f"{message}: {reason}" if reason and reason not in message else message
+            record.args, record.exc_info, record.exc_text = None, None, None
         return True
 
 

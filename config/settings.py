@@ -409,13 +409,14 @@ if LOG_FORMAT not in ("plain", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"request_id": {"()": "config.requestlog.RequestIdFilter"}},
+    "filters": {"request_id": {"()": "config.requestlog.RequestIdFilter"},
+                "client_faults": {"()": "config.requestlog.ClientFaultFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
         "json": {"()": "config.requestlog.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
-                             "filters": ["request_id"]}},
+                             "filters": ["request_id", "client_faults"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
     # django-axes logs every successful login's reset at INFO; lockouts are warnings.
     "loggers": {"axes": {"level": "WARNING"}},

@@ -86,3 +86,43 @@ def test_no_secret_reaches_the_logs(client, db, lead, operator, caplog):
     assert len(caplog.records) >= 7
     for secret in secrets:
         assert not any(secret in line for line in lines), secret
+
+
+@pytest.fixture
+def console():
+    """What the application's console handler (settings.LOGGING) writes, for one test."""
+    import io
+
+    (handler,) = [h for h in logging.getLogger().handlers
+                  if any(isinstance(f, RequestIdFilter) for f in h.filters)]
+    written = io.StringIO()
+    previous = handler.setStream(written)
+    yield written
+    handler.setStream(previous)
+
+
+def test_a_refused_request_is_logged_in_one_line_with_its_reason(client, operator, console):
+    from django.urls import reverse
+
+    # Statements are written by the ledger, never added by hand: the admin refuses with a 403.
+    client.force_login(operator)
+    assert client.get(reverse("admin:loans_statement_add")).status_code == 403
+    assert client.get("/healthz", HTTP_HOST="evil.example").status_code == 400
+    written = console.getvalue()
+    assert "Forbidden (Permission denied): /en/admin/loans/statement/add/" in written
+    assert "Invalid HTTP_HOST header: 'evil.example'" in written
+    assert "Traceback" not in written
+
+
+def test_a_failure_of_the_code_keeps_its_traceback():
+    from config.requestlog import ClientFaultFilter
+
+    try:
+        raise ValueError("a bug")
+    except ValueError:
+        import sys
+
+        record = logging.LogRecord("django.request", logging.ERROR, __file__, 1,
+                                   "Internal Server Error: %s", ("/x",), sys.exc_info())
+    assert ClientFaultFilter().filter(record)
+    assert record.exc_info and record.getMessage() == "Internal Server Error: /x"
