@@ -46,6 +46,15 @@ class ClientFaultFilter(logging.Filter):
         return True
 
 
+class PlainFormatter(logging.Formatter):
+    """A line of text, its time in UTC with a Z (as JsonFormatter's): Django sets the process's
+    zone to TIME_ZONE, so the default's local time named no zone and read as UTC elsewhere."""
+
+    converter = time.gmtime
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line; the request's fields where the record has them."""
 

@@ -412,7 +412,8 @@ LOGGING = {
     "filters": {"request_id": {"()": "config.requestlog.RequestIdFilter"},
                 "client_faults": {"()": "config.requestlog.ClientFaultFilter"}},
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "plain": {"()": "config.requestlog.PlainFormatter",
+                  "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
         "json": {"()": "config.requestlog.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,

@@ -126,3 +126,16 @@ def test_a_failure_of_the_code_keeps_its_traceback():
                                    "Internal Server Error: %s", ("/x",), sys.exc_info())
     assert ClientFaultFilter().filter(record)
     assert record.exc_info and record.getMessage() == "Internal Server Error: /x"
+
+
+def test_plain_log_lines_give_their_time_in_utc(console):
+    """The process runs in TIME_ZONE (Asia/Shanghai by default); a line's time says Z."""
+    import re
+    from datetime import UTC, datetime
+
+    logging.getLogger("gpuloans.test").warning("hello")
+    (line,) = console.getvalue().splitlines()
+    stamp = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z WARNING gpuloans.test", line)
+    assert stamp, line
+    written = datetime.strptime(stamp[1], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
+    assert abs((datetime.now(UTC) - written).total_seconds()) < 60
