@@ -1,6 +1,7 @@
 """Jobs run on Celery: on Redis in production, on the embedded broker by default."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -77,7 +78,7 @@ def test_the_embedded_broker_carries_a_job_between_processes_with_no_server(tmp_
     assert len(list((tmp_path / "celery-broker" / "queue").iterdir())) == 1
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo",
-         "--loglevel=WARNING", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+         "--loglevel=INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     count = "from metering.models import TenantHour; print(TenantHour.objects.count())"
@@ -90,3 +91,7 @@ def test_the_embedded_broker_carries_a_job_between_processes_with_no_server(tmp_
         output, _ = worker.communicate(timeout=30)
     assert shell(count).strip() == "1", output
     assert list((tmp_path / "celery-broker" / "queue").iterdir()) == []
+    # The worker logs as the web tier does (settings.LOGGING): UTC times, not its own format
+    # in the process's local zone.
+    assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO celery\.apps\.worker \[-\] "
+                     r"celery@\S+ ready", output, re.MULTILINE), output
