@@ -33,6 +33,12 @@ in-process phase they run the ingestion too).
 
 Then it checks that the product's rollups equal a recount of its raw samples. Prints samples/s,
 p50/p99 batch latency and the ratios.
+
+--trigger is an experiment on the bench's own database, to see what the database's share of
+the endpoint costs: `checks` replaces the rollup trigger's function (metering_add_rollups)
+with its first part only (the devices' lock, the span update and the overlap check; no
+rollups), `empty` with one that returns at once (the endpoint is then HTTP, validation,
+attribution and the COPY). Either leaves the rollups unkept, and the run says so.
 """
 
 import argparse
@@ -355,12 +361,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--trigger", choices=TRIGGERS, default="product",
+                        help="an experiment: the rollup trigger with its checks only, or empty")
     args = parser.parse_args()
     print(f"database {DATABASE_URL}, {args.workers} gunicorn workers, {args.clients} clients, "
           f"{BATCH}-sample batches, {args.seconds:g} s a phase in {args.rounds} rounds",
           flush=True)
     recreate_database(DATABASE_URL)
     manage("migrate", "-v0")
+    if args.trigger != "product":
+        replace_trigger(args.trigger)
     tokens = prepare(args.clients)
     os.environ["RAW_RETENTION_DAYS"] = str(HISTORY_DAYS + 5)  # as the server's
     in_process(DATABASE_URL)
@@ -395,11 +405,33 @@ def main() -> None:
     print(f"  in process / raw COPY: {direct['rate'] / copy['rate']:.0%} "
           "(the same ingestion without HTTP)")
     print(f"  product / DRF:         {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
-    print(f"  rollups: {rollups_exact()}")
+    kept = "product" if args.trigger == "product" else None
+    print(f"  rollups: {rollups_exact() if kept else f'not kept (--trigger {args.trigger})'}")
     print(f"  raw samples on disk, as written: {bytes_per_sample()}")
     settle_partitions()
     print(f"  raw samples on disk, each day settled: {bytes_per_sample()} "
           "(target <= 120 bytes with indexes)")
+
+
+TRIGGERS = ("product", "checks", "empty")
+ROLLUPS_PART = "    -- A sample counts in the hours"  # where migration 0014's rollups begin
+
+
+def replace_trigger(kind: str) -> None:
+    """The experiment of --trigger, on the bench's database only."""
+    with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+        function = conn.execute(
+            "SELECT pg_get_functiondef('metering_add_rollups'::regproc)").fetchone()[0]
+        # The declarations stay; the body ends at the first BEGIN (empty) or where the
+        # rollups begin (checks).
+        cut = "BEGIN\n" if kind == "empty" else ROLLUPS_PART
+        if cut not in function:
+            raise SystemExit(f"--trigger {kind}: the trigger's function has no {cut.strip()!r} "
+                             "to cut at; update bench/ingest.py")
+        end = "BEGIN\n" if kind == "empty" else ""
+        conn.execute(function[:function.index(cut)] + end + "    RETURN NULL;\nEND;\n$function$")
+    print(f"  EXPERIMENT: the rollup trigger is {kind} (--trigger {kind}); the rollups are not "
+          "kept", flush=True)
 
 
 def settle_partitions() -> None:
