@@ -46,24 +46,24 @@ class ClientFaultFilter(logging.Filter):
         return True
 
 
-class PlainFormatter(logging.Formatter):
-    """A line of text, its time in UTC with a Z (as JsonFormatter's): Django sets the process's
-    zone to TIME_ZONE, so the default's local time named no zone and read as UTC elsewhere."""
+class UtcFormatter(logging.Formatter):
+    """Times in UTC with a Z, to the millisecond (the plain format's and JsonFormatter's):
+    Django sets the process's zone to TIME_ZONE, so logging's default local time named no
+    zone and read as UTC elsewhere."""
 
     converter = time.gmtime
     default_time_format = "%Y-%m-%dT%H:%M:%S"
     default_msec_format = "%s.%03dZ"
 
 
-class JsonFormatter(logging.Formatter):
+class JsonFormatter(UtcFormatter):
     """One JSON object a line; the request's fields where the record has them."""
 
     FIELDS = ("method", "path", "status", "duration_ms", "node")
-    converter = time.gmtime  # the timestamps say Z
 
     def format(self, record: logging.LogRecord) -> str:
         line = {
-            "ts": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "ts": self.formatTime(record),
             "level": record.levelname, "logger": record.name,
             "request_id": getattr(record, "request_id", "-"), "message": record.getMessage(),
         }

@@ -415,7 +415,7 @@ LOGGING = {
     "filters": {"request_id": {"()": "config.requestlog.RequestIdFilter"},
                 "client_faults": {"()": "config.requestlog.ClientFaultFilter"}},
     "formatters": {
-        "plain": {"()": "config.requestlog.PlainFormatter",
+        "plain": {"()": "config.requestlog.UtcFormatter",
                   "format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
         "json": {"()": "config.requestlog.JsonFormatter"},
     },
