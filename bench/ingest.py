@@ -81,6 +81,9 @@ DATABASE_URL = database_url("gpuloans_bench")
 # history keep the whole run in the past, inside raw retention and in daily partitions.
 HISTORY_DAYS = 60
 BASE = datetime.now(UTC).replace(second=0, microsecond=0) - timedelta(days=HISTORY_DAYS)
+# --trigger: where migration 0014's function is cut, its first statement (empty) or where
+# its rollups begin (checks).
+CUT_AT = {"empty": "    -- Each device's span", "checks": "    -- A sample counts in the hours"}
 
 
 def server_env() -> dict:
@@ -361,7 +364,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--trigger", choices=TRIGGERS, default="product",
+    parser.add_argument("--trigger", choices=["product", *CUT_AT], default="product",
                         help="an experiment: the rollup trigger with its checks only, or empty")
     args = parser.parse_args()
     print(f"database {DATABASE_URL}, {args.workers} gunicorn workers, {args.clients} clients, "
@@ -405,7 +408,7 @@ def main() -> None:
     print(f"  in process / raw COPY: {direct['rate'] / copy['rate']:.0%} "
           "(the same ingestion without HTTP)")
     print(f"  product / DRF:         {product['rate'] / baseline['rate']:.1f}x (target >= 4x)")
-    kept = "product" if args.trigger == "product" else None
+    kept = args.trigger == "product"
     print(f"  rollups: {rollups_exact() if kept else f'not kept (--trigger {args.trigger})'}")
     print(f"  raw samples on disk, as written: {bytes_per_sample()}")
     settle_partitions()
@@ -413,23 +416,17 @@ def main() -> None:
           "(target <= 120 bytes with indexes)")
 
 
-TRIGGERS = ("product", "checks", "empty")
-ROLLUPS_PART = "    -- A sample counts in the hours"  # where migration 0014's rollups begin
-
-
 def replace_trigger(kind: str) -> None:
-    """The experiment of --trigger, on the bench's database only."""
+    """The experiment of --trigger, on the bench's database only: the trigger's function
+    ends where its part at CUT_AT[kind] begins (its declarations stay)."""
     with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
         function = conn.execute(
             "SELECT pg_get_functiondef('metering_add_rollups'::regproc)").fetchone()[0]
-        # The declarations stay; the body ends at the first BEGIN (empty) or where the
-        # rollups begin (checks).
-        cut = "BEGIN\n" if kind == "empty" else ROLLUPS_PART
-        if cut not in function:
-            raise SystemExit(f"--trigger {kind}: the trigger's function has no {cut.strip()!r} "
-                             "to cut at; update bench/ingest.py")
-        end = "BEGIN\n" if kind == "empty" else ""
-        conn.execute(function[:function.index(cut)] + end + "    RETURN NULL;\nEND;\n$function$")
+        if CUT_AT[kind] not in function:
+            raise SystemExit(f"--trigger {kind}: the trigger's function has no "
+                             f"{CUT_AT[kind].strip()!r} to cut at; update bench/ingest.py")
+        conn.execute(function[:function.index(CUT_AT[kind])]
+                     + "    RETURN NULL;\nEND;\n$function$")
     print(f"  EXPERIMENT: the rollup trigger is {kind} (--trigger {kind}); the rollups are not "
           "kept", flush=True)
 
