@@ -1,6 +1,8 @@
 # Two commands for a fresh machine (see README):
 #   make demo   install, migrate, seed the demo and run web + Celery worker and beat
 #   make test   install with the test tools and run ruff and the whole suite
+# and one for the loop while working:
+#   make quick  ruff, then every test that starts no browser, Slurm or server, on SQLite
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -9,7 +11,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test install install-dev lint debian bench-ingest bench-agent bench-dashboard \
+.PHONY: demo test quick install install-dev lint debian bench-ingest bench-agent bench-dashboard \
 	bench-backtest bench-jobs bench-soak bench-pages bench-trigger
 
 $(BIN)/python:
@@ -41,9 +43,20 @@ debian:
 	if [ -n "$$missing" ]; then apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
+# Everything on PostgreSQL; then, on SQLite, what can differ by database: tests that touch
+# one, leaving out those that need PostgreSQL and the browser, Slurm and server tests, which
+# serve the same code whatever the database (tests/tiers.py sets the markers).
 test: lint debian
-	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest
-	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -m "not postgresql"
+	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci
+	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest --hypothesis-profile=ci \
+	  -m "not postgresql and not nodb and not browser and not slurm and not server"
+
+# The quick tier: no browser, Slurm, server, Celery process or fuzz, and a tenth of the
+# hypothesis examples (the dev profile), on SQLite.
+quick: install-dev
+	$(BIN)/ruff check .
+	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -q --hypothesis-profile=dev \
+	  -m "not postgresql and not slow"
 
 # Ingestion throughput against raw COPY and a DRF baseline (PostgreSQL; see bench/ingest.py).
 bench-ingest: install-dev

@@ -6,7 +6,7 @@ time), so it marks the hour stale; on PostgreSQL this runs every minute (Celery 
 SQLite with every batch. Hours whose raw samples are purged keep the peak they had."""
 
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db import connection
 
@@ -20,24 +20,42 @@ BATCH = 2000  # stale tenant-hours recounted a run
 
 def recount(keys: set[tuple[int | None, datetime]]) -> int:
     """Recount the peaks of these (tenant, hour)s, exact from then on (on SQLite, whose one
-    writer cannot land a batch meanwhile); returns how many were recounted."""
-    by_hour: dict[datetime, set] = defaultdict(set)
-    for tenant_id, hour in keys:
-        by_hour[hour].add(tenant_id)
-    for hour, tenants in by_hour.items():
-        samples = UsageSample.objects.filter(ts__gte=hour - HOUR, ts__lt=hour + HOUR,
+    writer cannot land a batch meanwhile); returns how many were recounted. Hours close
+    together are read in one query (a backfill of a month is a few queries, not one an hour)."""
+    for run in _runs(sorted({hour for _tenant, hour in keys})):
+        wanted = {(tenant, hour) for tenant, hour in keys if run[0] <= hour <= run[-1]}
+        tenants = {tenant for tenant, _hour in wanted}
+        samples = UsageSample.objects.filter(ts__gte=run[0] - HOUR, ts__lt=run[-1] + HOUR,
                                              allocated=True)
         named = [t for t in tenants if t is not None]
         if None in tenants:
             samples = samples.filter(tenant_id__in=named) | samples.filter(tenant_id=None)
         else:
             samples = samples.filter(tenant_id__in=named)
-        wanted = {(t, hour) for t in tenants}
         found = rollups.peaks(sample_values(samples), hours=wanted)
-        for tenant_id in tenants:
-            TenantHour.objects.filter(tenant_id=tenant_id, hour=hour).update(
-                peak_gpus=found.get((tenant_id, hour), 0.0), peak_stale=False)
+        by_peak: dict[float, list] = defaultdict(list)
+        for key in wanted:
+            by_peak[found.get(key, 0.0)].append(key)
+        for peak, hours in by_peak.items():
+            for tenant_id in {tenant for tenant, _hour in hours}:
+                TenantHour.objects.filter(
+                    tenant_id=tenant_id, hour__in=[h for t, h in hours if t == tenant_id]
+                ).update(peak_gpus=peak, peak_stale=False)
     return len(keys)
+
+
+RUN_GAP = timedelta(hours=24)
+
+
+def _runs(hours: list[datetime]) -> list[list[datetime]]:
+    """The sorted hours cut where two lie more than RUN_GAP apart."""
+    runs: list[list[datetime]] = []
+    for hour in hours:
+        if runs and hour - runs[-1][-1] <= RUN_GAP:
+            runs[-1].append(hour)
+        else:
+            runs.append([hour])
+    return runs
 
 
 # The same sweep as metering.rollups.peaks, in the database: each stale tenant-hour's samples

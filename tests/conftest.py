@@ -16,8 +16,16 @@ from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.slurm import Slurm
+from tests.tiers import mark_tiers, register_profiles
 
 PASSWORD = "a-long-test-password"
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+register_profiles()
+
+
+def pytest_collection_modifyitems(config, items):
+    mark_tiers(items)
 
 
 def make_user(username: str, *, staff: bool = False):
@@ -30,7 +38,7 @@ def make_user(username: str, *, staff: bool = False):
 def _fast_password_hashing(settings):
     """The tests make many users; production's slow hash would cost a second for every few.
     The hash in production is Django's default (PBKDF2), which tests/test_settings.py checks."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.PASSWORD_HASHERS = FAST_HASHERS
 
 
 @pytest.fixture(autouse=True)

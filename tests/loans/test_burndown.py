@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans.maths.burndown import Z90, burndown, trailing_rate
+from tests.tiers import examples
 
 H = timedelta(hours=1)
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -116,7 +117,7 @@ hourly_usage = st.lists(st.floats(min_value=0, max_value=64, allow_nan=False), m
                         max_size=24 * 40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(values=hourly_usage, committed=st.floats(min_value=0, max_value=50_000),
        elapsed=st.integers(min_value=0, max_value=24 * 40))
 def test_burn_down_invariants(values, committed, elapsed):
@@ -157,7 +158,7 @@ def _trailing_rate_by_blocks(usage, now, history_start):
     return (total / window_hours, block_hours if len(blocks) >= 2 else 0, sd)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(hours=st.integers(min_value=0, max_value=24 * 12),
        history=st.integers(min_value=0, max_value=24 * 12),
        minute=st.integers(min_value=0, max_value=59),

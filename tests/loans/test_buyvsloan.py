@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from loans.maths import buyvsloan
 from loans.models import Contract
 from tests.story import NOW, START, expected_hours
+from tests.tiers import examples
 
 EXAMPLE = {"gpus": "8", "price_per_gpu": "200000", "overhead_per_gpu_year": "20000",
            "maintenance_percent": "10", "depreciation_years": "4", "utilisation_percent": "50",
@@ -61,7 +62,7 @@ money = st.decimals(min_value=0, max_value=10**6, places=2)
        markup=st.decimals(min_value=1, max_value=3, places=2),
        fee=money, utilisation=st.decimals(min_value=Decimal("0.001"), max_value=1, places=3),
        months=st.integers(1, 120))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_every_figure_compares_the_same_two_costs_over_the_same_months(
         gpus, price, overhead, maintenance, years, committed, rate, markup, fee, utilisation,
         months):

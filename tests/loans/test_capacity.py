@@ -18,6 +18,7 @@ from loans.services.amendments import terminate
 from metering.models import AttributionRule, Gpu, Node
 from tests.loans.test_bursts import act, ask
 from tests.metering.test_ingest_api import post, sample
+from tests.tiers import examples
 
 H100 = "NVIDIA H100 80GB HBM3"
 L40S = "NVIDIA L40S"
@@ -174,7 +175,7 @@ guarantee_sets = st.lists(st.tuples(st.integers(0, 60 * 48), st.integers(1, 60 *
                                     st.integers(0, 8)), max_size=12)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(owed=guarantee_sets, first_hour=st.integers(0, 40), count=st.integers(0, 30))
 def test_a_pool_s_hourly_guarantees_are_the_most_held_at_any_moment_of_each_hour(
         owed, first_hour, count):

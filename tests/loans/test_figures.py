@@ -12,6 +12,7 @@ from loans.maths.billing import Period, Terms
 from loans.maths.figures import HourUsage, period_figures
 from loans.web import charts
 from metering.usage import GpuDay
+from tests.tiers import examples
 
 H = timedelta(hours=1)
 START = datetime(2026, 11, 1, tzinfo=UTC)
@@ -79,7 +80,7 @@ def test_cumulative_series_end_at_used_and_busy():
     assert allocated == sorted(allocated)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(values=st.lists(st.floats(0, 64, allow_nan=False), min_size=1, max_size=200),
        elapsed=st.integers(1, 720))
 def test_figures_agree_with_each_other(values, elapsed):

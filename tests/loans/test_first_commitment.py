@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from loans.models import Plan
 from loans.services.history import HistoryError, read_history
+from tests.tiers import examples
 
 T0 = datetime(2026, 8, 1, tzinfo=UTC)
 SACCT = "JobID|Account|User|Start|End|AllocTRES\n"
@@ -188,7 +189,7 @@ jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),
 
 
 @given(jobs=jobs)
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_sacct_hours_hold_every_job_s_gpu_time_and_never_more_than_ran(jobs):
     """Brute force: each job's GPUs times its minutes, and each hour holds exactly the GPU
     time of the jobs in it, minute by minute (so never more GPUs than ran in it)."""

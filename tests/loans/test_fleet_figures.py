@@ -21,6 +21,7 @@ from loans.services import dashboard, ledger
 from loans.services.fleet_status import contract_statuses
 from metering.models import TenantHour
 from tests.ledger import midnight, months_later
+from tests.tiers import examples
 
 D = Decimal
 HOUR = timedelta(hours=1)
@@ -67,7 +68,7 @@ fleets = st.lists(st.tuples(st.sampled_from(ZONES), st.integers(0, 40), st.integ
 
 
 @pytest.mark.django_db
-@settings(max_examples=60, deadline=None, derandomize=True,
+@settings(max_examples=examples(60), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fleet=fleets, now_hours=st.integers(0, 24 * 100), now_minutes=st.integers(0, 59))
 def test_the_fleet_shows_what_the_hours_and_the_tenant_page_say(fleet, now_hours, now_minutes):

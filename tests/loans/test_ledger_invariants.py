@@ -30,6 +30,7 @@ from metering import partitions
 from metering.intake.ingest import forget_gpus
 from metering.services import reattribute
 from tests.ledger import HOUR, attribute, meter, midnight, months_later
+from tests.tiers import examples
 
 D = Decimal
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -276,7 +277,7 @@ def note_coverage(world: World) -> None:
 
 
 @pytest.mark.django_db
-@settings(max_examples=80, deadline=None, derandomize=True,
+@settings(max_examples=examples(80), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(zone_a=st.sampled_from(ZONES), term_a=st.integers(1, 3), zone_b=st.sampled_from(ZONES),

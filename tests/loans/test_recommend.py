@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans.maths import quotas, recommend
+from tests.tiers import examples
 
 RC, RO = Decimal("10"), Decimal("12")  # overage at 1.2x: commit at the 1/6 quantile
 
@@ -33,7 +34,7 @@ def test_for_a_normal_distribution_it_lands_on_the_normal_quantile():
     assert recommend.newsvendor(values, RC, RO) == pytest.approx(1000 - 96.74, abs=4)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(values=st.lists(st.floats(0, 5000, allow_nan=False), min_size=2, max_size=60),
        ratio=st.sampled_from([Decimal("1.2"), Decimal("1.5"), Decimal("2"), Decimal("3")]))
 def test_no_commitment_is_cheaper_than_the_newsvendor_by_more_than_one_step(values, ratio):
@@ -190,7 +191,7 @@ def test_a_flat_history_s_term_totals_are_its_exact_bills():
     assert totals["high"] == pytest.approx((2000 * 10 * 10,) * 3)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(periods=st.integers(1, 5), months=st.integers(1, 14), seed=st.integers(0, 10**6),
        premium=st.sampled_from([Decimal("12"), Decimal("15"), Decimal("30")]),
        c1=st.floats(0, 3000), c2=st.floats(0, 3000))
@@ -216,7 +217,7 @@ def test_term_totals_are_ordered_and_move_with_the_commitment_as_bills_do(
         assert d * float(RC - premium) - 1e-6 <= moved <= d * float(RC) + 1e-6
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(peaks=st.lists(st.floats(0, 64, allow_nan=False), min_size=1, max_size=60),
        growth=st.lists(st.floats(0.2, 3), min_size=1, max_size=6),
        share=st.sampled_from([0.0, 0.01, 0.05, 0.2, 1.0]))

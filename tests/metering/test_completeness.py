@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from loans.models import Tenant
 from metering.models import Gpu, GpuHour, Node
 from metering.usage.fleet import tenant_coverage_in
+from tests.tiers import examples
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -73,7 +74,7 @@ def model(fleet, start: datetime, end: datetime) -> tuple[float, datetime | None
 
 
 @pytest.mark.django_db
-@settings(max_examples=80, deadline=None, derandomize=True,
+@settings(max_examples=examples(80), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fleet=nodes, lengths=periods, offset=st.integers(1, 600))
 # A GPU first seen ten minutes before the end, with rows before that (another tenant's): what

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from metering.intake.copy_binary import SIGNATURE, TRAILER, rows
 from metering.intake.store_postgresql import TYPES
+from tests.tiers import examples
 
 # The sample table's columns as the ingestion path COPYs them (store.COLUMNS less the index).
 SAMPLE_TYPES = TYPES
@@ -96,7 +97,7 @@ sample_rows = st.lists(st.tuples(
 
 
 @pytest.mark.postgresql
-@settings(max_examples=60, deadline=None,
+@settings(max_examples=examples(60), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sample_rows)
 def test_postgresql_reads_back_any_rows_exactly(db, examples):

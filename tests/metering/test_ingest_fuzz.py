@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from metering.intake import protocol, wire
 from metering.models import Node, UsageSample
 from tests.helpers import assert_rollups_equal_a_recount
+from tests.tiers import examples
 
 URL = "/api/v1/samples"
 # Text a database or an encoder may choke on: control characters, NUL, lone surrogates.
@@ -53,7 +54,7 @@ def sample(draw):
     return good
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(batch=st.lists(st.one_of(sample(), values), max_size=12))
 def test_random_batches_never_cause_a_server_error(db, batch):
@@ -71,7 +72,7 @@ def test_random_batches_never_cause_a_server_error(db, batch):
     assert_rollups_equal_a_recount()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                  HealthCheck.function_scoped_fixture])
 @given(body=st.one_of(st.binary(max_size=200), values.map(lambda v: json.dumps(v).encode())))
 def test_random_bodies_get_a_4xx_or_a_202_never_a_500(db, body):
@@ -144,7 +145,7 @@ def near_valid(draw):
     return good
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(batch=st.lists(near_valid(), min_size=1, max_size=6))
 def test_the_fast_path_accepts_exactly_what_the_careful_path_accepts(batch):
     body = json.dumps({"node": "n", "samples": batch}).encode()

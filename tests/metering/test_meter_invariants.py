@@ -28,6 +28,7 @@ from metering.intake.ingest import forget_gpus
 from metering.models import AttributionRule, Cluster, GpuHour, GpuTenure, Node, UsageSample
 from metering.rollups import parts
 from tests.helpers import assert_rollups_equal_a_recount
+from tests.tiers import examples
 
 T0 = datetime(2026, 11, 28, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -198,7 +199,7 @@ def check(client: Client, model: Model, nodes: dict[str, Node]) -> None:
 
 
 @pytest.mark.django_db
-@settings(max_examples=80, deadline=None, derandomize=True,
+@settings(max_examples=examples(80), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(stream=st.lists(batch_strategy, min_size=2, max_size=14))
 def test_random_streams_count_each_device_once_a_moment_within_its_node_and_cluster(

@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 from metering import usage
 from metering.models import TenantHour
 from metering.usage.series import tenant_series
+from tests.tiers import examples
 
 START = datetime(2026, 10, 31, 16, 0, tzinfo=UTC)
 
 
 @pytest.mark.django_db
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(rows=st.dictionaries(st.integers(0, 200), st.tuples(
            st.floats(0, 36_000), st.floats(0, 36_000), st.floats(0, 10), st.integers(0, 40)),
            max_size=60),

@@ -18,6 +18,7 @@ from metering.accounting import Job, gpus_of, hours_of, import_jobs, read_json, 
 from metering.models import AttributionRule, Cluster, GpuHour, SlurmHour, SlurmJob
 from metering.models import Node as MeterNode
 from metering.usage.slurm import reconcile
+from tests.tiers import examples
 
 UTC_ZONE = ZoneInfo("UTC")
 T0 = datetime(2026, 11, 30, 10, tzinfo=UTC)
@@ -128,7 +129,7 @@ def stored_hours(cluster) -> dict[tuple, float]:
 
 
 @pytest.mark.django_db
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=examples(40), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(job_strategy, min_size=1, max_size=10))
 def test_imported_hours_equal_a_brute_force_count_and_a_second_import_changes_nothing(raw):

@@ -6,15 +6,28 @@ test_every_url_has_a_row. Scrapes come from outside the metrics allow-list, so /
 answers to its token only (tests/test_metrics.py)."""
 
 import json
-from datetime import timedelta
+from datetime import date, timedelta
+from decimal import Decimal
 
 import pytest
-from django.test import Client
+from django.conf import settings as django_settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.test import Client, override_settings
 from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
-from loans.models import Amendment, BurstRequest, Contract, Recommendation
+from loans.models import (
+    Amendment,
+    BurstRequest,
+    Contract,
+    Membership,
+    Plan,
+    Recommendation,
+    Tenant,
+)
 from metering.models import Node, Reattribution
+from tests.conftest import FAST_HASHERS, make_user
 
 ACTORS = ("anonymous", "agent", "member", "outsider", "lead", "staff", "operator")
 OUTSIDE = "203.0.113.9"
@@ -178,35 +191,69 @@ def test_every_url_has_a_row():
     assert every_url_name() - covered == set()
 
 
-@pytest.fixture
-def staff(db):
-    """Staff, without a permission or a membership."""
-    from django.contrib.auth import get_user_model
+class World:
+    """The objects every case reads, built once for a class of cases (each case runs in a
+    savepoint of the class's transaction, so what a POST changes is gone before the next)."""
 
-    return get_user_model().objects.create_user(username="staffer", password="x" * 20,
-                                                is_staff=True)
+    def __init__(self):
+        tenant = Tenant.objects.create(slug="vision", name="Vision Lab")
+        other = Tenant.objects.create(slug="speech", name="Speech")
+        self.users = {"member": make_user("member"), "outsider": make_user("outsider"),
+                      "lead": make_user("lead"), "operator": make_user("operator", staff=True),
+                      # Staff, without a permission or a membership.
+                      "staff": get_user_model().objects.create_user(
+                          username="staffer", password="x" * 20, is_staff=True)}
+        for actor, team, role in (("member", tenant, Membership.Role.MEMBER),
+                                  ("outsider", other, Membership.Role.LEAD),
+                                  ("lead", tenant, Membership.Role.LEAD)):
+            Membership.objects.create(user=self.users[actor], tenant=team, role=role)
+        plan = Plan.objects.create(
+            name="H100 Guaranteed 8", gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=8,
+            max_quota_gpus=16, committed_gpu_hours=Decimal("1000"),
+            committed_rate=Decimal("10.00"), term_months=12, currency="CNY")
+        contract = Contract(tenant=tenant, plan=plan, starts_on=date(2026, 11, 1),
+                            time_zone="Asia/Shanghai", status=Contract.Status.ACTIVE)
+        contract.full_clean()
+        contract.save()
+        node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
+        now = timezone.now()
+        burst = BurstRequest.objects.create(
+            contract=contract, gpus=2, starts_at=now + timedelta(days=1),
+            ends_at=now + timedelta(days=2), reason="sweep", requested_by=self.users["lead"],
+            created_at=now)
+        rec = Recommendation.objects.create(contract=contract, kind="commitment", message="m",
+                                            created_at=now)
+        move = Reattribution.objects.create(
+            scope="unattributed", start=now - timedelta(days=1), end=now, tenant=tenant,
+            gpu_hours=0, samples=0, reason="r", author=self.users["operator"])
+        self.token = node.issue_token()
+        self.sessions = {}
+        for actor, user in self.users.items():
+            client = Client()
+            client.force_login(user)
+            self.sessions[actor] = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+        self.ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk,
+                    "a": move.pk}
+
+    def client(self, actor: str, **kwargs) -> Client:
+        """A fresh client for the actor, logged in where it has a user: a case that logs out
+        or switches the language leaves the next case's client as it was."""
+        client = Client(REMOTE_ADDR=OUTSIDE, **kwargs)
+        if actor == "agent":
+            client.defaults["HTTP_AUTHORIZATION"] = f"Bearer {self.token}"
+        elif actor in self.sessions:
+            client.cookies[django_settings.SESSION_COOKIE_NAME] = self.sessions[actor]
+        return client
 
 
-@pytest.fixture
-def world(tenant, other_tenant, contract, plan, member, lead, outsider, operator, staff):
-    node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
-    now = timezone.now()
-    burst = BurstRequest.objects.create(
-        contract=contract, gpus=2, starts_at=now + timedelta(days=1),
-        ends_at=now + timedelta(days=2), reason="sweep", requested_by=lead, created_at=now)
-    rec = Recommendation.objects.create(contract=contract, kind="commitment", message="m",
-                                        created_at=now)
-    move = Reattribution.objects.create(
-        scope="unattributed", start=now - timedelta(days=1), end=now, tenant=tenant,
-        gpu_hours=0, samples=0, reason="r", author=operator)
-    clients = {actor: Client(REMOTE_ADDR=OUTSIDE) for actor in ACTORS}
-    clients["agent"].defaults["HTTP_AUTHORIZATION"] = f"Bearer {node.issue_token()}"
-    for actor, user in (("member", member), ("outsider", outsider), ("lead", lead),
-                        ("staff", staff), ("operator", operator)):
-        clients[actor].force_login(user)
-    ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk,
-           "a": move.pk}
-    return clients, ids
+@pytest.fixture(scope="class")
+def world(django_db_setup, django_db_blocker):
+    """One World for the class, in a transaction rolled back after its last case."""
+    with (django_db_blocker.unblock(), override_settings(PASSWORD_HASHERS=FAST_HASHERS),
+          transaction.atomic()):
+        built = World()
+        yield built
+        transaction.set_rollback(True)
 
 
 def body_for(name: str, ids: dict) -> tuple[bytes | dict, str | None]:
@@ -236,29 +283,6 @@ def fingerprint() -> tuple:
 CASES = [(name, actor) for name in TABLE for actor in ACTORS]
 
 
-@pytest.mark.parametrize(("name", "actor"), CASES, ids=[f"{n}-{a}" for n, a in CASES])
-def test_each_caller_gets_exactly_what_it_should(world, name, actor):
-    clients, ids = world
-    method, path, expected = TABLE[name]
-    want = expected.get(actor, expected.get("outsider", expected["*"]) if actor == "staff"
-                        else expected["*"])
-    url = path.format(**ids)
-    before = fingerprint()
-    if method == "GET":
-        response = clients[actor].get(url)
-    else:
-        body, content_type = body_for(name, ids)
-        kwargs = {"content_type": content_type} if content_type else {}
-        response = clients[actor].post(url, body, **kwargs)
-    status, place = want if isinstance(want, tuple) else (want, None)
-    assert response.status_code == status, (url, actor, response.content[:300])
-    if place is not None:
-        assert response["Location"].startswith(place), response["Location"]
-    changed = fingerprint() != before
-    assert changed == (actor in MUTATORS.get(name, ())), (url, actor, "changed" if changed
-                                                           else "unchanged")
-
-
 CSRF_POSTS = [
     ("anonymous", "/en/accounts/login/", {"username": "lead", "password": "x"}),
     ("lead", "/en/accounts/logout/", {}),
@@ -275,32 +299,6 @@ CSRF_POSTS = [
 ]
 
 
-@pytest.mark.parametrize(("actor", "path", "data"), CSRF_POSTS,
-                         ids=[path for _actor, path, _data in CSRF_POSTS])
-def test_every_form_and_session_post_needs_the_csrf_token(world, lead, operator, actor, path,
-                                                          data):
-    _clients, ids = world
-    client = Client(enforce_csrf_checks=True, REMOTE_ADDR=OUTSIDE)
-    if actor != "anonymous":
-        client.force_login({"lead": lead, "operator": operator}[actor])
-    before = fingerprint()
-    response = client.post(path.format(**ids), data)
-    assert response.status_code == 403, response.content[:200]
-    assert fingerprint() == before
-
-
-def test_with_its_csrf_token_the_same_form_goes_through(world, lead):
-    client = Client(enforce_csrf_checks=True, REMOTE_ADDR=OUTSIDE)
-    client.force_login(lead)
-    client.get("/en/tenants/vision/")  # the page sets the CSRF cookie its forms use
-    token = client.cookies["csrftoken"].value
-    _clients, ids = world
-    response = client.post(f"/en/tenants/vision/bursts/{ids['b']}/cancel/",
-                           {"csrfmiddlewaretoken": token})
-    assert response.status_code == 302
-    assert BurstRequest.objects.get().state == "cancelled"
-
-
 def admin_pages() -> list[str]:
     from django.contrib import admin
     from django.urls import reverse
@@ -312,17 +310,68 @@ def admin_pages() -> list[str]:
     return sorted(pages)
 
 
-@pytest.mark.parametrize("path", admin_pages())
-def test_the_admin_is_for_operators(world, path):
-    """Every model's page in the admin: operators see it; staff without its permission are
-    refused; everyone else is sent to the admin's login, whatever else they may do elsewhere."""
-    clients, _ids = world
-    for actor in ACTORS:
-        response = clients[actor].get(path)
-        if actor == "operator":
-            assert response.status_code == 200, (path, response.status_code)
-        elif actor == "staff":
-            assert response.status_code == 403, (path, response.status_code)
-        else:
-            assert response.status_code == 302, (path, actor, response.status_code)
-            assert response["Location"].startswith("/en/admin/login/"), response["Location"]
+@pytest.mark.usefixtures("db")
+class TestAccess:
+    """The cases, each in a savepoint of the class's world."""
+
+    @pytest.mark.parametrize(("name", "actor"), CASES, ids=[f"{n}-{a}" for n, a in CASES])
+    def test_each_caller_gets_exactly_what_it_should(self, world, name, actor):
+        check_case(world, name, actor)
+
+    @pytest.mark.parametrize(("actor", "path", "data"), CSRF_POSTS,
+                             ids=[path for _actor, path, _data in CSRF_POSTS])
+    def test_every_form_and_session_post_needs_the_csrf_token(self, world, actor, path, data):
+        client = world.client(actor, enforce_csrf_checks=True)
+        before = fingerprint()
+        response = client.post(path.format(**world.ids), data)
+        assert response.status_code == 403, response.content[:200]
+        assert fingerprint() == before
+
+    def test_with_its_csrf_token_the_same_form_goes_through(self, world):
+        client = world.client("lead", enforce_csrf_checks=True)
+        client.get("/en/tenants/vision/")  # the page sets the CSRF cookie its forms use
+        token = client.cookies["csrftoken"].value
+        response = client.post(f"/en/tenants/vision/bursts/{world.ids['b']}/cancel/",
+                               {"csrfmiddlewaretoken": token})
+        assert response.status_code == 302
+        assert BurstRequest.objects.get().state == "cancelled"
+
+    @pytest.mark.parametrize("path", admin_pages())
+    def test_the_admin_is_for_operators(self, world, path):
+        """Every model's page in the admin: operators see it; staff without its permission
+        are refused; everyone else is sent to the admin's login, whatever else they may do
+        elsewhere."""
+        for actor in ACTORS:
+            response = world.client(actor).get(path)
+            if actor == "operator":
+                assert response.status_code == 200, (path, response.status_code)
+            elif actor == "staff":
+                assert response.status_code == 403, (path, response.status_code)
+            else:
+                assert response.status_code == 302, (path, actor, response.status_code)
+                assert response["Location"].startswith("/en/admin/login/"), (
+                    response["Location"])
+
+
+def check_case(world: World, name: str, actor: str) -> None:
+    method, path, expected = TABLE[name]
+    want = expected.get(actor, expected.get("outsider", expected["*"]) if actor == "staff"
+                        else expected["*"])
+    url = path.format(**world.ids)
+    client = world.client(actor)
+    before = fingerprint()
+    if method == "GET":
+        response = client.get(url)
+    else:
+        body, content_type = body_for(name, world.ids)
+        kwargs = {"content_type": content_type} if content_type else {}
+        response = client.post(url, body, **kwargs)
+    status, place = want if isinstance(want, tuple) else (want, None)
+    assert response.status_code == status, (url, actor, response.content[:300])
+    if place is not None:
+        assert response["Location"].startswith(place), response["Location"]
+    changed = fingerprint() != before
+    assert changed == (actor in MUTATORS.get(name, ())), (url, actor, "changed" if changed
+                                                           else "unchanged")
+
+

@@ -15,6 +15,7 @@ from schemathesis.specs.openapi.checks import (
 
 from config.wsgi import application
 from loans.models import ApiToken
+from tests.tiers import examples
 
 CHECKS = [not_a_server_error, response_schema_conformance, status_code_conformance,
           content_type_conformance]
@@ -44,7 +45,7 @@ def fuzz(schema, headers: dict) -> int:
         operation = result.ok()
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+        @settings(max_examples=examples(EXAMPLES), deadline=None, derandomize=True,
                   suppress_health_check=list(HealthCheck))
         def call(case):
             nonlocal calls
@@ -63,8 +64,8 @@ EXAMPLES = 25
 
 def test_as_an_operator_no_call_is_a_server_error_or_breaks_the_schema(api_schema, operator,
                                                                           contract):
-    assert fuzz(api_schema, bearer(operator)) > 20 * EXAMPLES
+    assert fuzz(api_schema, bearer(operator)) > 20 * examples(EXAMPLES)
 
 
 def test_as_a_lead_no_call_is_a_server_error_or_breaks_the_schema(api_schema, lead, contract):
-    assert fuzz(api_schema, bearer(lead)) > 20 * EXAMPLES
+    assert fuzz(api_schema, bearer(lead)) > 20 * examples(EXAMPLES)
