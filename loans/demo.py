@@ -1,4 +1,5 @@
-"""Demo data: tenants, plans, contracts, nodes and 90 days of hourly usage.
+"""Demo data: tenants, plans, contracts, nodes and 90 days of hourly usage, from the contracts'
+first local midnight (so every period of theirs has its data from its start) to now.
 
 Every value is drawn from a random generator seeded by what it describes (tenant and day), so a
 second run writes the same rows and only adds the hours that have passed since: the seed is
@@ -18,6 +19,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
+from loans.maths.billing import local_midnight
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import owners, partitions
 from metering.attribution import Attributor, Rule
@@ -33,6 +35,7 @@ from metering.usage import ceil_hour, floor_hour, insert_rows, rebuild_rollups
 
 DAYS = 90
 HOUR = timedelta(hours=1)
+SIGNED_BEFORE = timedelta(days=14)
 DEMO_PASSWORD = "gpuloans-demo"
 OPERATOR = ("operator", "gpuloans-operator")
 GPU_NAMESPACE = uuid.UUID("9b0d7c52-5f1e-4c1a-9b53-2f5d1c3e8a10")
@@ -104,7 +107,7 @@ def seed(
 ) -> list[tuple[str, str, str]]:
     """Create or complete the demo; returns the logins (user, password, what it sees)."""
     zone = ZoneInfo(settings.TIME_ZONE)
-    today = now.astimezone(zone).date()
+    first_day = _first_day(now.astimezone(zone).date() - timedelta(days=days))
     logins = [(*OPERATOR, "operator (admin, every tenant)")]
     with transaction.atomic():
         plans = _plans()
@@ -126,14 +129,15 @@ def seed(
                 cluster_id=default_cluster(), field=AttributionRule.Field.NAMESPACE,
                 value=story.slug, defaults={"tenant": tenant, "priority": 10},
             )
-            _contract(tenant, plans[story.plan], today - timedelta(days=110))
+            _contract(tenant, plans[story.plan], first_day)
             for node_name, model in story.nodes:
                 _node(node_name, model, tenant)
         _node(*SANDBOX_NODE, None)
         log(f"tenants: {', '.join(tenants)}; nodes: {Node.objects.count()}")
 
     end = floor_hour(now)
-    start = history_start = end - timedelta(days=days)
+    # The story starts with the contracts: every period of theirs has its data from its start.
+    start = history_start = min(end, local_midnight(first_day, zone))
     # Hours before the raw horizon have lost their samples to retention and keep their
     # rollups; writing their samples again would count them twice (on PostgreSQL every insert
     # is rolled up) and no recount may touch them.
@@ -147,6 +151,15 @@ def seed(
     log("rollups: recounting from the samples")
     rebuild_rollups(start, end)
     return logins
+
+
+def _first_day(wanted: date) -> date:
+    """The demo's first day: its contracts' start, once they exist (seeding again keeps the
+    story's beginning), else the day `--days` asks for."""
+    started = Contract.objects.filter(tenant__slug__in=[s.slug for s in STORIES],
+                                      status=Contract.Status.ACTIVE).order_by("starts_on")
+    first = started.values_list("starts_on", flat=True).first()
+    return first or wanted
 
 
 def _plans() -> dict[str, Plan]:
@@ -180,6 +193,8 @@ def _contract(tenant: Tenant, plan: Plan, starts_on: date) -> None:
         return
     contract = Contract(tenant=tenant, plan=plan, starts_on=starts_on,
                         status=Contract.Status.ACTIVE)
+    # Signed a fortnight before it starts, as a contract is.
+    contract.sign(now=local_midnight(starts_on, contract.zone) - SIGNED_BEFORE)
     contract.full_clean()
     contract.save()
 

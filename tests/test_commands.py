@@ -61,7 +61,11 @@ def test_seed_demo_tells_the_four_stories_and_prints_the_logins(db):
         c.tenant.slug: ledger.read(c, now).current
         for c in Contract.objects.select_related("tenant")
     }
-    # The contracts started 110 days ago: 25 days of history cover the current period so far.
+    # The contracts started with the data, 25 days ago: their first period is the current one.
+    for contract in Contract.objects.all():
+        assert contract.signed_at < contract.window_start
+        assert contract.window_start == UsageSample.objects.order_by("ts").first().ts
+        assert ledger.read(contract, now).current.period.index == 0
 
     def pace(slug):  # usage per committed hour elapsed in the period
         s = summaries[slug]
@@ -86,7 +90,10 @@ def test_seed_demo_run_twice_changes_nothing_and_rollups_equal_a_recount(db):
             Gpu.objects.count()) == counts
     assert set(TenantHour.objects.values_list("tenant_id", "hour", "allocated_gpu_s")) == totals
     gpus = sum(len(story.nodes) for story in STORIES) * 8 + 8
-    assert counts[0] == gpus * 7 * 24
+    start = Contract.objects.get(tenant__slug="vision").window_start
+    hours = (floor_hour(timezone.now()) - start) // timedelta(hours=1)
+    assert 7 * 24 <= hours < 8 * 24  # from the first local midnight of the seven days
+    assert counts[0] == gpus * hours
     allocated = sum(s.interval_s for s in UsageSample.objects.filter(allocated=True))
     assert sum(h.allocated_gpu_s for h in TenantHour.objects.all()) == allocated
 
