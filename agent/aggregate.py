@@ -59,6 +59,8 @@ class _Gpu:
         }
         if self.holder_unknown:  # an optional field of protocol v1: only when it is true
             sample["holder_unknown"] = True
+        if last.parent:  # optional too: a MIG instance's or replica's physical GPU
+            sample["parent_uuid"] = last.parent
         return sample
 
 

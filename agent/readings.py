@@ -28,6 +28,8 @@ class Reading:
     power_w: float | None = None
     temp_c: int | None = None
     fraction: float = 1.0
+    # The physical GPU a MIG instance or replica is part of (its uuid); None for a whole GPU.
+    parent: str | None = None
     processes: tuple[Process, ...] = field(default_factory=tuple)
     owner: dict[str, str] | None = None  # when the source names it (dcgm-exporter pod labels)
     error: str | None = None

@@ -14,6 +14,7 @@ from django.utils.translation import ngettext
 
 from core.admin import DatedAdmin, ReadOnlyAdmin
 from core.admin_figures import FiguresAdmin, FiguresInline
+from metering.intake.ingest import forget_gpus
 from metering.models import (
     AttributionRule,
     Cluster,
@@ -25,7 +26,7 @@ from metering.models import (
     Reattribution,
     TenantHour,
 )
-from metering.services import reattribute
+from metering.services import gpu_move, reattribute
 
 
 class HasTokenFilter(admin.SimpleListFilter):
@@ -156,19 +157,43 @@ class TenureInline(FiguresInline, admin.TabularInline):
         return False
 
 
+class MoveForm(admin.helpers.ActionForm):
+    node = forms.ModelChoiceField(Node.objects.all(), required=False, label=_("to node"))
+
+
 @admin.register(Gpu)
 class GpuAdmin(FiguresAdmin):
-    list_display = ["uuid", "node", "index", "model", "share", "memory_total_mib",
+    list_display = ["uuid", "node", "index", "model", "share", "physical", "memory_total_mib",
                     "last_seen_at"]
     list_filter = ["model", "node"]
     search_fields = ["uuid", "node__name", "model"]
-    list_select_related = ["node"]
-    # Registered and moved by the samples that name it (a move keeps the tenures right).
-    readonly_fields = ["uuid", "node", "parent", "share", "first_seen_at", "last_seen_at"]
+    list_select_related = ["node", "physical"]
+    # Registered and moved by the samples that name it (a move keeps the tenures right); into
+    # another cluster only by the move action.
+    readonly_fields = ["uuid", "node", "physical", "share", "first_seen_at", "last_seen_at"]
     inlines = [TenureInline]
+    action_form = MoveForm
+    actions = ["move_to_node"]
 
     def has_add_permission(self, request) -> bool:
         return False
+
+    @admin.action(description=_("Move to the node chosen (with its MIG instances and replicas)"),
+                  permissions=["change"])
+    def move_to_node(self, request: HttpRequest, queryset) -> None:
+        try:
+            node = MoveForm.base_fields["node"].clean(request.POST.get("node"))
+        except ValidationError:
+            node = None
+        if node is None:
+            self.message_user(request, _("Choose the node the GPUs are on now."),
+                              messages.ERROR)
+            return
+        moved = sum(gpu_move(gpu=gpu, node=node, now=timezone.now()) for gpu in queryset)
+        forget_gpus()
+        self.message_user(request, ngettext(
+            "%(count)d device moved to %(node)s.", "%(count)d devices moved to %(node)s.",
+            moved) % {"count": moved, "node": node.name}, messages.SUCCESS)
 
 
 @admin.register(DeviceRefusal)
@@ -176,7 +201,8 @@ class DeviceRefusalAdmin(ReadOnlyAdmin):
     """Devices whose samples a node was refused, and why (what the device_refused alerts
     tell operators of)."""
 
-    list_display = ["gpu_uuid", "node", "reason", "holder", "samples", "first_at", "last_at"]
+    list_display = ["node", "reason", "devices", "gpu_uuid", "holder", "samples", "first_at",
+                    "last_at"]
     list_filter = ["reason", "node"]
     search_fields = ["gpu_uuid", "node__name"]
     list_select_related = ["node", "holder"]

@@ -135,7 +135,7 @@ def token_on(page: str) -> str:
 def test_a_node_added_in_the_admin_shows_its_token_once_and_stores_a_hash(client, operator):
     client.force_login(operator)
     form = client.get(reverse("admin:metering_node_add")).context["adminform"].form
-    assert (form["cluster"].value(), form["max_devices"].value()) == (default_cluster(), 16)
+    assert (form["cluster"].value(), form["max_devices"].value()) == (default_cluster(), 8)
     response = client.post(reverse("admin:metering_node_add"), {
         "name": "gpu-node-09", "cluster": default_cluster(), "max_devices": 16})
     assert response.status_code == 200

@@ -52,9 +52,9 @@ def parse(text: str) -> list[Reading]:
 
 
 def _reading(uuid: str, instance: str | None, labels: dict, values: dict) -> Reading:
-    fraction = 1.0
+    fraction, parent = 1.0, None
     if instance is not None:
-        uuid = f"{uuid}/{instance}"
+        uuid, parent = f"{uuid}/{instance}", uuid
         match = PROFILE.match(labels.get("GPU_I_PROFILE", ""))
         if match:
             fraction = min(1.0, int(match.group(1)) / MIG_SLICES)
@@ -75,6 +75,7 @@ def _reading(uuid: str, instance: str | None, labels: dict, values: dict) -> Rea
         temp_c=None if values.get("DCGM_FI_DEV_GPU_TEMP") is None
         else int(values["DCGM_FI_DEV_GPU_TEMP"]),
         fraction=fraction,
+        parent=parent,
         owner=owner,
     )
 

@@ -51,8 +51,9 @@ class NvmlCollector:
         nvml = self.nvml
         instances = self._mig_instances(handle)
         if instances:
-            name = nvml.nvmlDeviceGetName(handle)
-            return [self._read(mig, index, name, fraction) for mig, fraction in instances]
+            name, parent = nvml.nvmlDeviceGetName(handle), nvml.nvmlDeviceGetUUID(handle)
+            return [self._read(mig, index, name, fraction, parent)
+                    for mig, fraction in instances]
         return [self._read(handle, index, nvml.nvmlDeviceGetName(handle), 1.0)]
 
     def _mig_instances(self, handle) -> list[tuple[object, float]]:
@@ -79,7 +80,8 @@ class NvmlCollector:
         except self.nvml.NVMLError_NotSupported:
             return None
 
-    def _read(self, handle, index: int, name: str, fraction: float) -> Reading:
+    def _read(self, handle, index: int, name: str, fraction: float,
+              parent: str | None = None) -> Reading:
         nvml = self.nvml
         memory = nvml.nvmlDeviceGetMemoryInfo(handle)
         utilisation = self._optional(nvml.nvmlDeviceGetUtilizationRates, handle)
@@ -96,5 +98,5 @@ class NvmlCollector:
             util_pct=None if utilisation is None else float(utilisation.gpu),
             mem_used_mib=memory.used // MIB, mem_total_mib=memory.total // MIB,
             power_w=None if power is None else power / 1000, temp_c=temperature,
-            fraction=fraction, processes=processes,
+            fraction=fraction, parent=parent, processes=processes,
         )

@@ -57,7 +57,7 @@ class KubeletHoldings:
             for replica in replicas:
                 suffix = replica.split(REPLICA, 1)[1]
                 out.append(make(reading, replica, uuid=f"{reading.uuid}{REPLICA}{suffix}",
-                                fraction=share))
+                                fraction=share, parent=reading.parent or reading.uuid))
         return out
 
 

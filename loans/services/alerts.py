@@ -141,30 +141,43 @@ REFUSAL_RECENT = timedelta(minutes=15)
 
 
 def refusal_conditions(now: datetime) -> list[Condition]:
-    """Devices the meter refused lately: past their node's device limit, or claimed by two
-    nodes at once. The operators' alerts (no tenant owns them)."""
+    """Devices the meter refused lately: past their node's device limit, claimed by two nodes
+    at once, of another cluster, or naming another node's GPU as their parent. The operators'
+    alerts (no tenant owns them), one a node and reason however many devices."""
     out = []
     for refusal in fleet.recent_refusals(now - REFUSAL_RECENT):
-        node, uuid = refusal.node, refusal.gpu_uuid
-        if refusal.reason == refusal.Reason.DEVICE_LIMIT:
-            wording = worded(gettext_noop(
-                "Node %(node)s reports more GPUs than its limit of %(limit)s: %(device)s is "
-                "refused (%(samples)s samples since %(since)s). Raise its max devices in the "
-                "admin if the node really has them."), {
-                "node": node.name, "limit": node.max_devices, "device": uuid,
-                "samples": refusal.samples, "since": f"{refusal.first_at:%Y-%m-%d %H:%M}"})
+        node, uuid, reason = refusal.node, refusal.gpu_uuid, refusal.Reason
+        holder = refusal.holder.name if refusal.holder else "?"
+        numbers = {"node": node.name, "limit": node.max_devices, "device": uuid,
+                   "devices": refusal.devices, "holder": holder, "samples": refusal.samples,
+                   "since": f"{refusal.first_at:%Y-%m-%d %H:%M}",
+                   "minutes": settings.DEVICE_MOVE_MINUTES}
+        if refusal.reason == reason.DEVICE_LIMIT:
+            text = gettext_noop(
+                "Node %(node)s reports more GPUs than its limit of %(limit)s in an hour: "
+                "%(devices)s devices refused in its last batch, %(device)s among them "
+                "(%(samples)s samples since %(since)s). Raise its physical GPUs in the admin if "
+                "the node really has them.")
+        elif refusal.reason == reason.OTHER_CLUSTER:
+            text = gettext_noop(
+                "Node %(node)s reports %(device)s (and %(devices)s devices in all in its last "
+                "batch), which node %(holder)s of another cluster holds; a GPU changes cluster "
+                "only when an operator moves it (%(samples)s samples refused).")
+        elif refusal.reason == reason.PARENT:
+            text = gettext_noop(
+                "Node %(node)s reports %(device)s (and %(devices)s devices in all in its last "
+                "batch) as part of a GPU it does not hold (%(samples)s samples refused).")
         else:
-            holder = refusal.holder.name if refusal.holder else "?"
-            wording = worded(gettext_noop(
+            text = gettext_noop(
                 "Two nodes claim one GPU: %(node)s reports %(device)s, which %(holder)s still "
                 "reports; it moves to %(node)s once %(holder)s has not reported it for "
-                "%(minutes)s minutes (%(samples)s samples refused)."), {
-                "node": node.name, "device": uuid, "holder": holder,
-                "minutes": settings.DEVICE_MOVE_MINUTES, "samples": refusal.samples})
-        out.append(Condition(Kind.DEVICE_REFUSED, f"node:{node.name}:device:{uuid}"[:120], None,
-                             wording, {"reason": refusal.reason, "device": uuid,
-                                       "samples": refusal.samples,
-                                       "last_at": refusal.last_at.isoformat()}))
+                "%(minutes)s minutes (%(devices)s devices in the last batch, %(samples)s "
+                "samples refused).")
+        out.append(Condition(Kind.DEVICE_REFUSED, f"node:{node.name}:{refusal.reason}",
+                             None, worded(text, numbers),
+                             {"reason": refusal.reason, "device": uuid,
+                              "devices": refusal.devices, "samples": refusal.samples,
+                              "last_at": refusal.last_at.isoformat()}))
     return out
 
 

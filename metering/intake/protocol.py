@@ -48,6 +48,7 @@ class Sample:
     model: str | None
     owner: dict[str, str] | None
     holder_unknown: bool  # the agent's scheduler source could not say who held the device
+    parent_uuid: str | None  # a MIG instance's or replica's physical GPU, where the agent knows
 
     def same_reading(self, other: "Sample") -> bool:
         """Equal in everything a sample measures (what a resent sample must repeat)."""
@@ -268,6 +269,11 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
     holder_unknown = get("holder_unknown", False)
     if type(holder_unknown) is not bool:
         raise Invalid(f"holder_unknown must be true or false, not {_show(holder_unknown)}")
+    parent = get("parent_uuid")
+    if parent is not None and (type(parent) is not str or not parent or len(parent) > MAX_UUID
+                               or not parent.isprintable() or parent != parent.strip()):
+        raise Invalid(f"parent_uuid must be a GPU's uuid: at most {MAX_UUID} printable "
+                      "characters")
     return Sample(
         index=index,
         gpu_uuid=uuid,
@@ -284,12 +290,13 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
         model=model,
         owner=None if get("owner") is None else owner(get("owner")),
         holder_unknown=holder_unknown,
+        parent_uuid=parent,
     )
 
 
 FIELDS = ("index", "gpu_uuid", "ts", "interval_s", "allocated", "fraction", "util_pct",
           "mem_used_mib", "mem_total_mib", "power_w", "temp_c", "gpu_index", "model", "owner",
-          "holder_unknown")
+          "holder_unknown", "parent_uuid")
 
 
 @dataclass(slots=True)
@@ -311,6 +318,7 @@ class Columns:
     model: list
     owner: list
     holder_unknown: list
+    parent_uuid: list
 
     def __len__(self) -> int:
         return len(self.index)

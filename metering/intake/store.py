@@ -9,8 +9,10 @@ The careful check decides each sample against what its device already stored, in
 (the writers sort a batch by timestamp first):
 a sample under a stored key is a duplicate when it repeats the stored reading exactly and a
 conflict when it does not; a sample whose interval overlaps a stored sample of its device, or
-one accepted before it in the batch, is refused as an overlap (the first stored wins). The
-caller holds its devices' locks while it checks and writes.
+one accepted before it in the batch, is refused as an overlap (the first stored wins); so is
+one that would take its physical GPU's fractions past 1 at some moment, where the GPU has
+several devices (MIG instances, replicas). The caller holds its devices' locks while it checks
+and writes.
 """
 
 import bisect
@@ -19,8 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+
 from metering.intake.protocol import taken
-from metering.models import UsageSample
+from metering.models import Gpu, UsageSample
 
 COLUMNS = ("idx", "gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated",
            "fraction", "util_pct", "mem_used_mib", "power_w", "temp_c", "holder_unknown")
@@ -29,6 +34,8 @@ READING = ("interval_s", "allocated", "fraction", "util_pct", "mem_used_mib", "p
            "temp_c", "owner_id", "holder_unknown")
 REAL = ("util_pct", "power_w")  # stored in four bytes on PostgreSQL
 SECOND = timedelta(seconds=1)
+HOUR = timedelta(hours=1)
+TOLERANCE = 1e-9  # seven slices of 1/7 sum to 0.9999999999999998 in floating point
 
 
 def real(value: float | None) -> float | None:
@@ -62,6 +69,37 @@ class Intervals:
 
 
 @dataclass
+class Family:
+    """The stored samples of one physical GPU's devices near a batch: starts (sorted), ends and
+    fractions. An interval is at most an hour long."""
+
+    starts: list[datetime] = field(default_factory=list)
+    ends: list[datetime] = field(default_factory=list)
+    fractions: list[float] = field(default_factory=list)
+
+    def add(self, ts: datetime, end: datetime, fraction: float) -> None:
+        k = bisect.bisect(self.starts, ts)
+        self.starts.insert(k, ts)
+        self.ends.insert(k, end)
+        self.fractions.insert(k, fraction)
+
+    def fits(self, ts: datetime, end: datetime, fraction: float) -> bool:
+        """Whether [ts, end) with `fraction` keeps the GPU at most whole at every moment: the
+        sum of intervals is highest at one's start, so the new start and the stored starts
+        inside the new interval are all there is to look at."""
+        low = bisect.bisect_left(self.starts, ts - HOUR)
+        high = bisect.bisect_left(self.starts, end)
+        near = range(low, high)
+        moments = [ts] + [self.starts[j] for j in near if self.starts[j] > ts]
+        for moment in moments:
+            held = sum(self.fractions[j] for j in near
+                       if self.starts[j] <= moment < self.ends[j])
+            if held + fraction > 1 + TOLERANCE:
+                return False
+        return True
+
+
+@dataclass
 class Decision:
     accepted: list[int]  # positions in the batch's columns
     duplicates: int
@@ -69,12 +107,17 @@ class Decision:
 
 
 def check(columns: list, stored: dict[int, Intervals], names: list[str],
-          same: Callable[[tuple, tuple], bool]) -> Decision:
+          same: Callable[[tuple, tuple], bool], families: dict[int, int] | None = None,
+          family_stored: dict[int, Family] | None = None) -> Decision:
     """Decide each sample of the batch (columns as COLUMNS) against `stored`, each device's
     stored samples around the batch; `names` are the devices' uuids, for the messages;
-    `same(offered, stored)` compares two readings as the database would store them."""
+    `same(offered, stored)` compares two readings as the database would store them.
+    `families` maps the devices whose physical GPU has several to that GPU, and
+    `family_stored` holds each such GPU's stored samples (stored_near gives both)."""
     (index, gpu, ts, _tenant, owner, interval, allocated, fraction, util, memory, power, temp,
      unknown) = columns
+    families = families or {}
+    family_stored = family_stored if family_stored is not None else {}
     accepted, duplicates, rejected = [], 0, []
     for k in range(len(index)):
         held = stored.setdefault(gpu[k], Intervals())
@@ -95,6 +138,16 @@ def check(columns: list, stored: dict[int, Intervals], names: list[str],
                 f"overlap: {names[k]} already has a sample from {clash[0]:%Y-%m-%dT%H:%M:%SZ} "
                 f"to {clash[1]:%Y-%m-%dT%H:%M:%SZ}; a device is counted once for each moment")})
             continue
+        physical = families.get(gpu[k])
+        if physical is not None:
+            family = family_stored.setdefault(physical, Family())
+            if not family.fits(start, end, fraction[k]):
+                rejected.append({"index": index[k], "error": (
+                    f"overlap: {names[k]} from {start:%Y-%m-%dT%H:%M:%SZ} would take its "
+                    "physical GPU past one GPU (the fractions of its MIG instances or replicas "
+                    "sum to more than 1); a physical GPU is counted once for each moment")})
+                continue
+            family.add(start, end, fraction[k])
         held.add(start, end)
         accepted.append(k)
     return Decision(accepted, duplicates, rejected)
@@ -121,12 +174,25 @@ def in_time_order(columns: list, names: list[str]) -> tuple[list, list[str]]:
     return columns, names
 
 
-def stored_near(columns: list) -> dict[int, Intervals]:
+def stored_near(columns: list, families: dict[int, int] | None = None
+                ) -> tuple[dict[int, Intervals], dict[int, Family]]:
     """Each device's stored samples that could touch the batch, with their readings
-    (READING): what `check` decides against. The caller holds the devices' locks."""
+    (READING), and those of every device of the physical GPUs in `families` (device id ->
+    physical GPU id): what `check` decides against. The caller holds the devices' locks."""
     gpus, low, high = around(columns)
     stored: dict[int, Intervals] = {}
     for gpu_id, ts, *reading in UsageSample.objects.filter(
             gpu_id__in=gpus, ts__gte=low, ts__lt=high).values_list("gpu_id", "ts", *READING):
         stored.setdefault(gpu_id, Intervals()).add(ts, ts + reading[0] * SECOND, tuple(reading))
-    return stored
+    kin: dict[int, Family] = {}
+    physicals = set((families or {}).values())
+    if physicals:
+        members = dict(Gpu.objects.filter(Q(pk__in=physicals) | Q(physical_id__in=physicals))
+                       .annotate(family=Coalesce("physical_id", "pk"))
+                       .values_list("pk", "family"))
+        for gpu_id, ts, interval_s, fraction in UsageSample.objects.filter(
+                gpu_id__in=list(members), ts__gte=low, ts__lt=high).values_list(
+                "gpu_id", "ts", "interval_s", "fraction"):
+            kin.setdefault(members[gpu_id], Family()).add(ts, ts + interval_s * SECOND,
+                                                          fraction)
+    return stored, kin

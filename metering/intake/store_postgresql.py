@@ -38,8 +38,8 @@ CHECKED, UNCHECKED = "SET LOCAL metering.checked = 'on'", "SET LOCAL metering.ch
 REFUSED = (psycopg.errors.UniqueViolation, psycopg.errors.ExclusionViolation)
 
 
-def write(columns: list, names: list[str], finish: Callable[[], None]
-          ) -> tuple[int, list[dict]]:
+def write(columns: list, names: list[str], finish: Callable[[], None],
+          families: dict[int, int] | None = None) -> tuple[int, list[dict]]:
     """Store the batch (store.COLUMNS; `names` are the samples' device uuids); returns how
     many samples were new and the rejections. `finish` runs once the batch is stored: last in
     its transaction where it has one (the careful way, or inside the caller's transaction),
@@ -53,7 +53,7 @@ def write(columns: list, names: list[str], finish: Callable[[], None]
             raise
     # The direct COPY and all of its transaction were rolled back (cheaper in the common case
     # than a savepoint around every COPY): decide sample by sample.
-    return _careful(columns, names, finish)
+    return _careful(columns, names, finish, families or {})
 
 
 def _direct(columns: list, finish: Callable[[], None]) -> tuple[int, list[dict]]:
@@ -67,12 +67,13 @@ def _direct(columns: list, finish: Callable[[], None]) -> tuple[int, list[dict]]
     return len(columns[0]), []
 
 
-def _careful(columns: list, names: list[str], finish: Callable[[], None]
-             ) -> tuple[int, list[dict]]:
+def _careful(columns: list, names: list[str], finish: Callable[[], None],
+             families: dict[int, int]) -> tuple[int, list[dict]]:
     with _raw(alone=False) as raw:
-        raw.execute(LOCK, [sorted(set(columns[1]))])
-        stored = store.stored_near(columns)
-        decision = store.check(columns, stored, names, _same)
+        # The devices and their shared physical GPUs, in id order (as the trigger locks them).
+        raw.execute(LOCK, [sorted(set(columns[1]) | set(families.values()))])
+        stored, kin = store.stored_near(columns, families)
+        decision = store.check(columns, stored, names, _same, families, kin)
         if decision.accepted:
             raw.execute(CHECKED)
             _copy(raw, taken(columns, decision.accepted))

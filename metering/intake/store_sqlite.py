@@ -17,14 +17,15 @@ INSERT = (f"INSERT INTO metering_usagesample ({', '.join(COLUMNS[1:])}) "
           f"VALUES ({', '.join(['%s'] * (len(COLUMNS) - 1))})")
 
 
-def write(columns: list, names: list[str], finish: Callable[[], None]
-          ) -> tuple[int, list[dict]]:
+def write(columns: list, names: list[str], finish: Callable[[], None],
+          families: dict[int, int] | None = None) -> tuple[int, list[dict]]:
     adapt = connection.ops.adapt_datetimefield_value
     # As on PostgreSQL: a device's samples are decided in time order.
     columns, names = store.in_time_order(columns, names)
     with transaction.atomic(), connection.cursor() as cursor:
-        stored = store.stored_near(columns)
-        decision = store.check(columns, stored, names, lambda offered, kept: offered == kept)
+        stored, kin = store.stored_near(columns, families)
+        decision = store.check(columns, stored, names, lambda offered, kept: offered == kept,
+                               families, kin)
         new = taken(columns, decision.accepted)
         cursor.executemany(INSERT, [[gpu, adapt(ts), *rest]
                                     for _index, gpu, ts, *rest in zip(*new, strict=True)])

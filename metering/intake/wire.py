@@ -50,6 +50,7 @@ class Sample(msgspec.Struct, gc=False):
     model: Annotated[str, Meta(max_length=128)] | None = None
     owner: Owner | None = None
     holder_unknown: bool = False
+    parent_uuid: Annotated[str, Meta(min_length=1, max_length=MAX_UUID)] | None = None
 
 
 class Batch(msgspec.Struct):
@@ -92,8 +93,10 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
         return None
     # One C-level transpose: a tuple per field, in Sample's field order.
     (uuids, texts, intervals, allocated, fractions, utils, memory, totals, power, temps,
-     indexes, models, owners, unknown) = zip(*map(astuple, samples), strict=True)
+     indexes, models, owners, unknown, parents) = zip(*map(astuple, samples), strict=True)
     if not all(u.isprintable() and u == u.strip() for u in set(uuids)):
+        return None
+    if not all(p is None or (p.isprintable() and p == p.strip()) for p in set(parents)):
         return None
     try:
         stamps = each_once(lambda text: protocol.timestamp(text, now, oldest), texts)
@@ -107,7 +110,8 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
     if owners is None:
         return None
     return Columns(list(range(len(samples))), uuids, stamps, intervals, allocated, fractions,
-                   utils, memory, totals, power, temps, indexes, models, owners, unknown)
+                   utils, memory, totals, power, temps, indexes, models, owners, unknown,
+                   parents)
 
 
 def _owners(values: tuple[Owner | None, ...]) -> list[dict | None] | None:

@@ -9,7 +9,9 @@ from metering.models.devices import (
     DeviceRefusal,
     Gpu,
     GpuTenure,
-    parent_of,
+    index_key,
+    is_part,
+    physical_key,
     share_of,
 )
 from metering.models.nodes import (
@@ -40,7 +42,7 @@ __all__ = [
     "AttributionRule", "Cluster", "DeviceRefusal", "Gpu", "GpuHour", "GpuTenure", "HourlyRollup",
     "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "SlurmHour",
     "SlurmJob", "TenantHour", "UsageSample", "default_cluster", "hash_token",
-    "node_name_validator", "parent_of", "share_of", "tenant_model",
+    "node_name_validator", "index_key", "is_part", "physical_key", "share_of", "tenant_model",
 ]
 
 

@@ -12,19 +12,36 @@ from django.utils.translation import pgettext_lazy
 from metering.models.nodes import Node
 
 
-def parent_of(uuid: str, index: int | None) -> str:
-    """The physical GPU a device is part of: a MIG instance's GPU (by its index on the node),
-    a time-sliced replica's GPU (`<uuid>::<n>`), else the device itself. A node's device limit
-    counts these."""
+def is_part(uuid: str) -> bool:
+    """A MIG instance (`MIG-...`, or `<uuid>/<n>` as the agent names dcgm-exporter's) or a
+    time-sliced replica (`<uuid>::<n>`, the device plugins' published naming): a part of a
+    physical GPU, not a GPU of its own."""
+    return uuid.startswith("MIG-") or "::" in uuid or "/" in uuid
+
+
+def physical_key(uuid: str, index: int | None, parent: str | None, node_name: str) -> str:
+    """The uuid of the physical GPU a device is part of: the parent the agent names, else a
+    replica's id before `::`, else (a MIG instance) the node's GPU at its index, named
+    `index:<n>@<node>` until that GPU reports under a uuid of its own; a whole GPU is its own."""
+    if parent and parent != uuid:
+        return parent
+    if "::" in uuid:
+        return uuid.split("::", 1)[0]
+    if "/" in uuid:
+        return uuid.split("/", 1)[0]
     if uuid.startswith("MIG-") and index is not None:
-        return f"index:{index}"
-    return uuid.split("::", 1)[0]
+        return index_key(index, node_name)
+    return uuid
+
+
+def index_key(index: int, node_name: str) -> str:
+    return f"index:{index}@{node_name}"
 
 
 def share_of(uuid: str, fraction: float | None) -> float:
     """How much of its physical GPU a device is, for capacity: a MIG instance or a replica its
     fraction, a whole GPU 1 (even when a sample holds only a fraction of it)."""
-    if (uuid.startswith("MIG-") or "::" in uuid) and fraction:
+    if is_part(uuid) and fraction:
         return min(1.0, fraction)
     return 1.0
 
@@ -39,9 +56,16 @@ class Gpu(models.Model):
     node = models.ForeignKey(
         Node, verbose_name=_("node"), on_delete=models.PROTECT, related_name="gpus",
     )
-    parent = models.CharField(
-        _("physical GPU"), max_length=96, blank=True,
-        help_text=_("The GPU a MIG instance or replica is part of; the device itself else."))
+    # A MIG instance's or replica's physical GPU (a row of its own, which may never report
+    # itself); NULL for a whole GPU, which is its own. The meter counts a physical GPU once:
+    # the fractions of its devices' samples sum to at most 1 at every instant.
+    physical = models.ForeignKey(
+        "self", verbose_name=_("physical GPU"), on_delete=models.PROTECT, null=True,
+        blank=True, related_name="parts",
+        help_text=_("The GPU a MIG instance or replica is part of; empty for a whole GPU."))
+    # On a physical GPU: whether devices other than itself are parts of it (the meter then
+    # checks the fractions of the whole family, not only each device's own samples).
+    shared = models.BooleanField(_("has parts"), default=False, editable=False)
     share = models.FloatField(
         _("share of its GPU"), default=1.0,
         help_text=_("For capacity: a MIG instance's or replica's fraction, else 1."))
@@ -68,8 +92,6 @@ class Gpu(models.Model):
     def save(self, *args, **kwargs) -> None:
         """A device saved for the first time is its node's from when it was first seen."""
         adding = self._state.adding
-        if not self.parent:
-            self.parent = parent_of(self.uuid, self.index)
         super().save(*args, **kwargs)
         if adding:
             GpuTenure.objects.create(gpu=self, node_id=self.node_id, since=TENURE_START)
@@ -107,20 +129,27 @@ class GpuTenure(models.Model):
 
 
 class DeviceRefusal(models.Model):
-    """A device a node reported whose samples the meter refused: past the node's device limit,
-    or still held by another node (it moves once that node has been silent about it for the
-    move window). One row per node, device and reason, with when it was first and last seen;
-    the alert job tells operators of the recent ones."""
+    """Devices a node reported whose samples the meter refused: past the node's device limit,
+    still held by another node (a device moves once that node has been silent about it for the
+    move window, within one cluster), or of another cluster (an operator moves those). One row
+    per node and reason, however many devices (a batch of thousands of made-up devices costs
+    one write), with when it was first and last seen, the last batch's device count and one
+    of them; the alert job tells operators of the recent ones."""
 
     class Reason(models.TextChoices):
         DEVICE_LIMIT = "device_limit", _("past the node's device limit")
         OTHER_NODE = "other_node", _("still reported by another node")
+        OTHER_CLUSTER = "other_cluster", _("held by a node of another cluster")
+        PARENT = "parent", _("its parent GPU is not this node's")
 
     node = models.ForeignKey(
         Node, verbose_name=_("node"), on_delete=models.CASCADE, related_name="refusals",
     )
-    gpu_uuid = models.CharField(_("device"), max_length=96)
-    reason = models.CharField(_("reason"), max_length=12, choices=Reason.choices)
+    gpu_uuid = models.CharField(_("device"), max_length=96,
+                                help_text=_("One of the devices refused in the last batch."))
+    devices = models.PositiveIntegerField(_("devices refused"), default=1,
+                                          help_text=_("In the last batch refused."))
+    reason = models.CharField(_("reason"), max_length=13, choices=Reason.choices)
     holder = models.ForeignKey(Node, on_delete=models.SET_NULL, null=True, blank=True,
                                related_name="+", verbose_name=_("held by"))
     first_at = models.DateTimeField(_("first refused"))
@@ -132,8 +161,8 @@ class DeviceRefusal(models.Model):
         verbose_name = _("refused device")
         verbose_name_plural = _("refused devices")
         constraints = [
-            models.UniqueConstraint(fields=["node", "gpu_uuid", "reason"],
-                                    name="refusal_once_per_node_device_reason"),
+            models.UniqueConstraint(fields=["node", "reason"],
+                                    name="refusal_once_per_node_and_reason"),
         ]
 
     def __str__(self) -> str:

@@ -82,9 +82,11 @@ class Node(models.Model):
         verbose_name=_("cluster"),
         help_text=_("Owner rules (namespace, account, user, job) match only within it."))
     max_devices = models.PositiveSmallIntegerField(
-        _("max devices"), default=16,
-        help_text=_("How many GPUs this node's token may report (MIG instances count as their "
-                    "GPU); devices past it are refused and operators alerted."))
+        _("physical GPUs"), default=8,
+        help_text=_("The node's physical GPU count (8 on an HGX or DGX server): its token may "
+                    "report at most this many GPUs in any hour, MIG instances and replicas "
+                    "counting as their GPU; devices past it are refused and operators "
+                    "alerted."))
     default_tenant = models.ForeignKey(
         "loans.Tenant", on_delete=models.SET_NULL, null=True, blank=True,
         related_name="default_nodes", verbose_name=_("default tenant"),

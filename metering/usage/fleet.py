@@ -1,11 +1,12 @@
 """What operators see of the fleet: nodes with their data completeness, physical GPUs by
 model, unattributed usage."""
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count, Sum
+from django.db.models.functions import Coalesce
 
 from metering.models import (
     AttributionRule,
@@ -142,12 +143,17 @@ def tenant_coverage_in(tenant_id: int,
 
 
 def gpus_by_model(since: datetime) -> dict[str, float]:
-    """GPUs of each reported model that reported since `since` (the capacity window), a MIG
-    instance or time-sliced replica as its share of a GPU; devices of no reported model are
-    left out."""
-    rows = Gpu.objects.filter(last_seen_at__gte=since).exclude(model="").values(
-        "model").annotate(gpus=Sum("share")).values_list("model", "gpus")
-    return {model: round(gpus, 6) for model, gpus in rows}  # seven 1/7 are one GPU
+    """Physical GPUs of each reported model that reported since `since` (the capacity
+    window): each counted once, however many of its devices reported (the whole GPU, then its
+    MIG instances or replicas), as the shares of its devices that did, at most one GPU;
+    devices of no reported model are left out."""
+    rows = Gpu.objects.filter(last_seen_at__gte=since).exclude(model="").annotate(
+        gpu=Coalesce("physical_id", "pk")).values("model", "gpu").annotate(
+        shares=Sum("share")).values_list("model", "shares")
+    out: dict[str, float] = defaultdict(float)
+    for model, shares in rows:
+        out[model] += min(1.0, shares)
+    return {model: round(gpus, 6) for model, gpus in out.items()}  # seven 1/7 are one GPU
 
 
 def unattributed_gpu_hours(start: datetime, end: datetime) -> tuple[float, float]:

@@ -39,6 +39,7 @@ def test_mig_instances_are_devices_with_their_share_of_the_gpu():
     readings = by_uuid(parse(text))
     assert readings["GPU-1/1"].fraction == 3 / 7 and readings["GPU-1/1"].util_pct == 55
     assert readings["GPU-1/2"].fraction == 1 / 7
+    assert readings["GPU-1/1"].parent == readings["GPU-1/2"].parent == "GPU-1"
 
 
 def test_escaped_label_values_and_timestamps_parse():

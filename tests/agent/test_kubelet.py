@@ -65,6 +65,7 @@ def test_time_sliced_replicas_are_devices_of_their_own_at_one_share_each(kubelet
         (f"{GPUS[3]}::2", 0.25, None), (f"{GPUS[3]}::3", 0.25, "b")]
     assert [r.allocated for r in seen] == [False, True, False, True]
     assert all(r.util_pct == 50.0 for r in seen)  # the GPU's own reading, for each replica
+    assert {r.parent for r in seen} == {GPUS[3]}  # parts of one physical GPU
 
 
 def test_the_device_plugins_index_names_are_understood(kubelet):

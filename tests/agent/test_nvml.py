@@ -1,5 +1,8 @@
+from datetime import UTC, datetime
+
 import pytest
 
+from agent.aggregate import Aggregator
 from agent.collectors.nvml import NvmlCollector
 from agent.readings import CollectorError, Process, Reading
 from tests.agent.fake_pynvml import FakeNvml
@@ -42,6 +45,12 @@ def test_mig_instances_are_devices_with_their_fraction():
     readings = collector([gpu]).poll()
     assert [(r.uuid, r.fraction) for r in readings] == [("MIG-a", 3 / 7), ("MIG-b", 1 / 7)]
     assert readings[0].allocated and not readings[1].allocated
+    # Each names its physical GPU, so the server counts the GPU once (protocol v1 parent_uuid).
+    assert {r.parent for r in readings} == {H100["uuid"]}
+    aggregator = Aggregator(60)
+    aggregator.add(readings, datetime(2026, 11, 29, 10, 0, tzinfo=UTC))
+    samples = aggregator.completed(datetime(2026, 11, 29, 10, 1, tzinfo=UTC))
+    assert {s["parent_uuid"] for s in samples} == {H100["uuid"]}
 
 
 def test_without_a_driver_the_collector_says_so_clearly():

@@ -80,13 +80,17 @@ def test_a_node_reports_at_most_its_device_limit_and_mig_instances_count_as_thei
     assert answer["accepted"] == 8
     assert [r["index"] for r in answer["rejected"]] == [8, 9]
     assert answer["rejected"][0]["error"].startswith(
-        "device limit: node gpu-node-01 may report at most 2 GPUs (max_devices)")
+        "device limit: node gpu-node-01 may report at most 2 GPUs (max_devices) in an hour")
     assert not Gpu.objects.filter(uuid__in=["GPU-0002", "GPU-0003"]).exists()
-    shares = set(Gpu.objects.filter(uuid__startswith="MIG-").values_list("parent", "share"))
-    assert shares == {("index:0", 1 / 7)}
-    assert DeviceRefusal.objects.filter(reason="device_limit").count() == 2
+    # A MIG instance naming no parent is part of the node's GPU at its index.
+    shares = set(Gpu.objects.filter(uuid__startswith="MIG-").values_list("physical__uuid",
+                                                                         "share"))
+    assert shares == {("index:0@gpu-node-01", 1 / 7)}
+    # One refusal, and one alert, a node and reason: not one a device.
+    refusal = DeviceRefusal.objects.get(reason="device_limit")
+    assert (refusal.devices, refusal.samples) == (2, 2)
     evaluate_alerts(timezone.now())
-    assert Alert.objects.filter(kind="device_refused", state="open").count() == 2
+    assert Alert.objects.filter(kind="device_refused", state="open").count() == 1
 
 
 def test_a_replaced_gpu_stops_counting_once_it_is_unseen_for_the_capacity_window(
