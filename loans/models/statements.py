@@ -5,12 +5,23 @@ from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from loans.maths import billing
 from loans.models.contracts import Contract
+
+# Money is Decimal everywhere, but SQLite keeps a decimal column as a float: a check that money
+# adds up compares within a hundredth of the smallest minor unit (exact on PostgreSQL, whose
+# numeric difference of amounts is a whole number of minor units; 0.10 + 0.20 on SQLite).
+SUM_TOLERANCE = Value(Decimal("0.00001"))
+
+
+def adds_up(field: str, total) -> Q:
+    """`field` equals the expression `total`, on every database (see SUM_TOLERANCE)."""
+    return (Q(**{f"{field}__gt": total - SUM_TOLERANCE})
+            & Q(**{f"{field}__lt": total + SUM_TOLERANCE}))
 
 
 class Statement(models.Model):
@@ -86,8 +97,8 @@ class Statement(models.Model):
                 name="statement_completeness_is_a_share",
             ),
             models.CheckConstraint(
-                condition=Q(total_cost=F("committed_cost") + F("overage_cost")
-                            + F("corrections_cost")),
+                condition=adds_up("total_cost", F("committed_cost") + F("overage_cost")
+                                  + F("corrections_cost")),
                 name="statement_total_adds_up",
             ),
             models.CheckConstraint(
@@ -158,7 +169,7 @@ class CorrectionLine(models.Model):
         verbose_name_plural = _("corrections")
         constraints = [
             models.CheckConstraint(
-                condition=Q(amount=F("overage_after_cost") - F("overage_before_cost")),
+                condition=adds_up("amount", F("overage_after_cost") - F("overage_before_cost")),
                 name="correction_amount_adds_up"),
             models.UniqueConstraint(fields=["statement", "period_index"],
                                     name="correction_once_per_statement_and_period"),

@@ -148,3 +148,28 @@ def test_a_statement_is_written_once_and_never_rewritten(contract):
         make_statement(contract)
     statement.refresh_from_db()
     assert statement.total_cost == D(11200)
+
+
+@pytest.mark.parametrize(("committed", "overage", "total", "kept"), [
+    ("0.10", "0.20", "0.30", True),  # 0.1 + 0.2 != 0.3 in floating point (SQLite's columns)
+    ("4321.07", "0.01", "4321.08", True),
+    ("0.10", "0.20", "0.31", False),
+    ("0.10", "0.20", "0.29", False),
+])
+def test_the_database_checks_that_a_total_adds_up_exactly_on_every_database(
+        contract, committed, overage, total, kept):
+    period = contract.periods()[0]
+
+    def write():
+        return Statement.objects.create(
+            contract=contract, period_index=0, period_start=period.start,
+            period_end=period.end, committed_gpu_hours=D(1), allocated_gpu_hours=D(2),
+            busy_gpu_hours=D(1), overage_gpu_hours=D(1), unused_gpu_hours=D(0),
+            committed_rate=D(committed), overage_rate=D(overage), committed_cost=D(committed),
+            overage_cost=D(overage), total_cost=D(total), currency="CNY", completeness=D(1))
+
+    if kept:
+        assert write().total_cost == D(total)
+    else:
+        with pytest.raises(IntegrityError), transaction.atomic():
+            write()
