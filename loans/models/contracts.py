@@ -4,7 +4,7 @@ overlapping contracts) is checked in clean() and by the database too (migrations
 A contract's terms are the plan's numbers copied at signing (activation), with the negotiated
 overrides; editing the plan later changes only contracts signed afterwards. A signed contract's
 numbers change only by an amendment (loans.models.Amendment), in force from the start of a
-period that is not closed; its start, time zone and term are fixed once it has a statement,
+period that has not begun; its start, time zone and term are fixed once it has a statement,
 except that early termination ends it at the end of its current period.
 """
 
@@ -56,13 +56,14 @@ class Contract(ContractChecks, models.Model):
         "term_months",
         "upfront_fee",
     )
-    # What signing fixes: the contract's own numbers from then on, whatever the plan becomes.
+    # What signing fixes: the contract's own numbers from then on, whatever the plan becomes,
+    # and whose contract it is, of which plan.
     SIGNED = (
-        "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours", "committed_rate",
-        "overage_rate", "overage_multiplier", "upfront_fee", "currency", "gpu_model",
-        "signed_at",
+        "tenant", "plan", "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
+        "committed_rate", "overage_rate", "overage_multiplier", "upfront_fee", "currency",
+        "gpu_model", "signed_at",
     )
-    # What an amendment may change, from a period that is not closed.
+    # What an amendment may change, from a period that has not begun.
     AMENDABLE = (
         "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours", "committed_rate",
         "overage_rate",
@@ -245,7 +246,8 @@ class Contract(ContractChecks, models.Model):
         if not hasattr(self, "_stored") or self.stored("signed_at") is None:
             return []
         return [name for name in self.SIGNED
-                if differ(getattr(self, _attname(self, name)), self.stored(name))]
+                if differ(getattr(self, _attname(self, name)),
+                          self.stored(_attname(self, name)))]
 
     def term_count(self) -> int:
         """The number of periods: the contract's own term, else (before signing) the plan's."""

@@ -4,12 +4,14 @@ import csv
 import io
 import json
 from datetime import datetime, timedelta
+from decimal import Decimal as D
 
 import pytest
+from django.db import DatabaseError, transaction
 from django.test import Client
 from django.utils import timezone
 
-from loans.models import ApiToken, Plan, Tenant
+from loans.models import ApiToken, Contract, Plan, Tenant
 from metering.models import AttributionRule, Gpu, Node, UsageSample
 from metering.usage import floor_hour, rebuild_rollups
 
@@ -196,6 +198,24 @@ def test_a_contract_signed_over_the_api_copies_its_plan_and_changes_only_by_amen
     assert "only by an amendment" in str(patched.json()["committed_rate"])
     contract.refresh_from_db()
     assert contract.committed_rate == 10
+
+
+@pytest.mark.parametrize("field", ["tenant", "plan"])
+def test_a_signed_contract_cannot_be_moved_to_another_tenant_or_plan(
+        client, operator, tenant, contract, plan, other_tenant, field):
+    other_plan = Plan.objects.create(
+        name="Other", base_quota_gpus=1, max_quota_gpus=2, committed_gpu_hours=D(10),
+        committed_rate=D(1), term_months=12, currency="CNY")
+    value = {"tenant": other_tenant.slug, "plan": other_plan.pk}[field]
+    target = {"tenant": other_tenant, "plan": other_plan}[field]
+    patched = api(client, "patch", f"/api/v1/contracts/{contract.pk}/", bearer(operator),
+                  {field: value})
+    assert patched.status_code == 400, patched.content
+    assert "only by an amendment" in str(patched.json()[field])
+    with pytest.raises(DatabaseError), transaction.atomic():
+        Contract.objects.filter(pk=contract.pk).update(**{field: target})
+    contract.refresh_from_db()
+    assert (contract.tenant_id, contract.plan_id) == (tenant.pk, plan.pk)
 
 
 def test_deleting_a_plan_in_use_is_a_409_not_a_server_error(client, operator, contract, plan):
