@@ -120,7 +120,7 @@ class AmendmentAdmin(FiguresAdmin):
         initial = super().get_changeform_initial_data(request)
         contract = Contract.objects.filter(pk=initial.get("contract") or None).first()
         if contract is not None:
-            initial["from_number"] = amendments.first_open_period(contract) + 1
+            initial["from_number"] = amendments.first_open_period(contract, timezone.now()) + 1
         return initial
 
     def has_change_permission(self, request, obj=None) -> bool:

@@ -248,19 +248,20 @@ def test_an_api_token_issued_in_the_admin_is_shown_once_and_works(client, operat
     assert api.status_code == 200
 
 
-def test_an_operator_amends_a_contract_in_the_admin_and_a_closed_period_is_refused(
+def test_an_operator_amends_a_contract_in_the_admin_and_a_begun_period_is_refused(
         client, operator, contract):
     client.force_login(operator)
     url = reverse("admin:loans_amendment_add")
     with time_machine.travel(MOMENT, tick=False):
         form = client.get(url, {"contract": contract.pk})
-        assert form.context["adminform"].form.initial["from_number"] == 1
+        assert form.context["adminform"].form.initial["from_number"] == 2
         response = client.post(url, {"contract": contract.pk, "from_number": 2,
                                      "committed_gpu_hours": "900", "reason": "less work"})
         assert response.status_code == 302, response.context["adminform"].form.errors
-        refused = client.post(url, {"contract": contract.pk, "from_number": 13,
-                                    "committed_gpu_hours": "900", "reason": "r"})
-        assert "period 1 to 12" in refused.content.decode()
+        for number in (1, 13):  # the period running now; past the term
+            refused = client.post(url, {"contract": contract.pk, "from_number": number,
+                                        "committed_gpu_hours": "900", "reason": "r"})
+            assert "period 2 to 12" in refused.content.decode()
         nothing = client.post(url, {"contract": contract.pk, "from_number": 2, "reason": "r"})
         assert "Change at least one term" in nothing.content.decode()
     amendment = Amendment.objects.get()

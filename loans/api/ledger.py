@@ -123,7 +123,7 @@ def _refusal(error: ValidationError) -> Response:
 
 class ContractAmendments(APIView):
     """A contract's amendments (terminations included), oldest first. Operators write one with
-    POST; it applies from the start of a period that is not closed."""
+    POST; it applies from the start of a period that has not begun."""
 
     permission_classes = [permissions.IsAuthenticated]
 

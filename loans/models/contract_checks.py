@@ -29,8 +29,8 @@ class ContractChecks:
             errors.setdefault(field, []).append(message)
 
         for name in self.changed_signed_terms():
-            refuse(name, _("Signed terms change only by an amendment, from a period that is "
-                           "not closed."))
+            refuse(name, _("Signed terms change only by an amendment, from a period that has "
+                           "not begun."))
         terms = self.signed_terms() if self.is_signed else self.draft_terms()
         if terms.max_quota_gpus < terms.base_quota_gpus:
             refuse("max_quota_gpus",

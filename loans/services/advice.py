@@ -14,6 +14,7 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.maths import quotas, recommend
+from loans.maths.billing import Terms
 from loans.models import BurstRequest, Contract, Recommendation
 from loans.services import plan_advice
 from metering import usage
@@ -63,11 +64,18 @@ def periods_ahead(contract: Contract, now: datetime) -> tuple[int, bool]:
     return (left, False) if left else (contract.terms().term_months, True)
 
 
+def terms_ahead(contract: Contract, now: datetime) -> Terms:
+    """The terms a change made now would replace: those of the next period to begin (an
+    amendment never applies to one that has begun), or, in the last period, its own."""
+    ahead = next((p.index for p in contract.periods() if p.start > now), None)
+    return contract.terms_at(now) if ahead is None else contract.terms_for(ahead)
+
+
 def term_model(contract: Contract, past: History, period_hours: int,
                now: datetime) -> recommend.TermAdvice | None:
     """The demand model over the periods a change made now would hold, fitted once for the
     commitment, the base quota and the plan."""
-    terms = contract.terms()
+    terms = terms_ahead(contract, now)
     months, _renewal = periods_ahead(contract, now)
     return recommend.term_commitment(
         past.allocated, period_hours=period_hours, months=months,
@@ -76,7 +84,7 @@ def term_model(contract: Contract, past: History, period_hours: int,
 
 def commitment_draft(contract: Contract, past: History, period_hours: int, now: datetime,
                      term: recommend.TermAdvice | None = None) -> Draft | None:
-    terms = contract.terms()
+    terms = terms_ahead(contract, now)
     months, renewal = periods_ahead(contract, now)
     advice = recommend.advise_commitment(
         past.allocated, period_hours=period_hours, current=terms.committed_gpu_hours,
@@ -163,7 +171,7 @@ def quota_drafts(contract: Contract, past: History, now: datetime,
                  term: recommend.TermAdvice | None = None) -> list[Draft]:
     """Quotas from the last QUOTA_DAYS' concurrent GPUs, grown as the term model forecasts
     usage over the periods ahead (as they are without one)."""
-    terms = contract.terms()
+    terms = terms_ahead(contract, now)
     recent = QUOTA_DAYS * 24
     pressed, pressed_gpus = pressed_bursts(contract, now)
     drafts = []

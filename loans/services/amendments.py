@@ -1,4 +1,4 @@
-"""Changing a signed contract: amendments from a period that is not closed, early termination
+"""Changing a signed contract: amendments from a period that has not begun, early termination
 at the end of the current period, and applying an accepted recommendation (an amendment from
 the next period). Each takes the contract's row lock, which the period close takes too, so an
 amendment can never slip under a statement being written."""
@@ -24,11 +24,13 @@ RECOMMENDED_TERM = {Kind.COMMITMENT: "committed_gpu_hours", Kind.BASE_QUOTA: "ba
                     Kind.MAX_QUOTA: "max_quota_gpus"}
 
 
-def first_open_period(contract: Contract) -> int:
-    """The first period without a period statement: the earliest an amendment may apply."""
+def first_open_period(contract: Contract, now: datetime) -> int:
+    """The earliest period an amendment may apply from: the first that has not begun at `now`
+    (and has no statement). No amendment reprices time that has passed."""
     stated = Statement.objects.filter(contract=contract, kind=Statement.Kind.PERIOD)
     last = max(stated.values_list("period_index", flat=True), default=-1)
-    return last + 1
+    begun = sum(1 for period in contract.periods() if period.start <= now)
+    return max(last + 1, begun)
 
 
 def _locked(contract: Contract) -> Contract:
@@ -77,7 +79,7 @@ def check_terms(terms: Terms) -> None:
 def amend(*, contract: Contract, changes: dict[str, object], from_period: int, reason: str,
           author=None, now: datetime) -> Amendment:
     """Write an amendment of `changes` (term name -> new value) in force from the start of
-    period `from_period` (0 is the first); it must not be closed yet."""
+    period `from_period` (0 is the first); it must not have begun at `now`."""
     with transaction.atomic():
         contract = _locked(contract)
         return _amend(contract, changes, from_period, reason, author, now)
@@ -94,12 +96,12 @@ def _amend(contract: Contract, changes: dict, from_period: int, reason: str, aut
         raise ValidationError({"changes": _("These terms cannot be amended: %(names)s (only "
                                             "%(allowed)s).") % {
             "names": ", ".join(unknown), "allowed": ", ".join(Contract.AMENDABLE)}})
-    first, count = first_open_period(contract), contract.term_count()
+    first, count = first_open_period(contract, now), contract.term_count()
     if not first <= from_period < count:
         raise ValidationError({"from_period": _(
-            "An amendment applies from a period that is not closed: period %(first)s to "
+            "An amendment applies from a period that has not begun: period %(first)s to "
             "%(last)s of this contract.") % {"first": first + 1, "last": count} if first < count
-            else _("Every period of this contract is closed; it can no longer be amended.")})
+            else _("Every period of this contract has begun; it can no longer be amended.")})
     before = contract.terms_for(from_period)
     values = {name: _number(name, value) for name, value in changes.items()}
     after = replace(before, **values)
@@ -173,8 +175,7 @@ def apply_recommendation(*, recommendation: Recommendation, author, now: datetim
         contract = _locked(rec.contract)
         changes = recommended_changes(rec)
         if changes:
-            current = contract.period_at(now)
-            start = max(first_open_period(contract), current.index + 1 if current else 0)
+            start = first_open_period(contract, now)
             rec.amendment = _amend(
                 contract, changes, start,
                 _("Recommendation %(id)s accepted by %(lead)s: %(what)s") % {

@@ -56,7 +56,7 @@ def test_advice_no_longer_given_is_superseded(contract, metered):
     refresh_recommendations(NOW)
     advised = open_kinds()["commitment"].recommended
     amend(contract=contract, changes={"committed_gpu_hours": advised},
-          from_period=contract.period_at(NOW).index, reason="took the advice", now=NOW)
+          from_period=contract.period_at(NOW).index + 1, reason="took the advice", now=NOW)
     run = refresh_recommendations(NOW)
     assert run.superseded == 1
     assert Recommendation.objects.get(kind="commitment").state == "superseded"

@@ -14,9 +14,8 @@ from django.core.management import call_command
 from django.db import connection
 
 from config.celery import app
-from loans.models import Alert, Contract
+from loans.models import Alert, Amendment, Contract
 from loans.services.alerts import evaluate_alerts
-from loans.services.amendments import amend
 from loans.tasks import check_alerts
 from metering.models import Gpu
 from tests.story import NOW
@@ -32,9 +31,13 @@ def eager():
 
 
 def commit(contract: Contract, hours: int) -> None:
-    """The commitment of the period running at NOW, by an amendment from that period."""
-    amend(contract=contract, changes={"committed_gpu_hours": hours},
-          from_period=contract.period_at(NOW).index, reason="test", now=NOW)
+    """The commitment of the period running at NOW, as if it had been amended before the
+    period began (the service refuses an amendment of a period that has begun)."""
+    index = contract.period_at(NOW).index
+    before = Contract.objects.get(pk=contract.pk).terms_for(index).committed_gpu_hours
+    Amendment.objects.create(contract=contract, from_period=index, reason="test",
+                             changes={"committed_gpu_hours": [str(before), f"{hours}.00"]},
+                             created_at=NOW)
 
 
 def open_alerts() -> set[tuple[str, str]]:

@@ -189,13 +189,13 @@ def test_a_stated_contract_keeps_its_start_zone_and_term(signed):
 
 def test_an_amendment_prices_the_periods_from_its_start_and_never_a_closed_one(signed):
     meter("vision", JAN, 120)
-    close(FEB + GRACE)
     with pytest.raises(ValidationError, match="period 2 to 3"):
         amend(contract=signed, changes={"overage_rate": "15"}, from_period=0, reason="r",
-              now=FEB + GRACE)
+              now=JAN + timedelta(days=20))
     amendment = amend(contract=signed, changes={"committed_gpu_hours": "150",
                                                 "overage_rate": "15"},
-                      from_period=1, reason="renegotiated", now=FEB + GRACE)
+                      from_period=1, reason="renegotiated", now=JAN + timedelta(days=20))
+    close(FEB + GRACE)
     assert amendment.changes == {"committed_gpu_hours": ["100.00", "150.00"],
                                  "overage_rate": ["12.0000", "15.0000"]}
     meter("vision", FEB, 160)
@@ -207,6 +207,21 @@ def test_an_amendment_prices_the_periods_from_its_start_and_never_a_closed_one(s
     assert [(c.period_index, c.amount) for c in second.corrections.all()] == [(0, D("60.00"))]
     with pytest.raises(ValidationError, match="never rewritten"):
         amendment.save()
+
+
+@pytest.mark.parametrize(("now", "from_period"), [
+    (JAN + timedelta(days=19), 0),  # the current period: C 100 -> 200 on Jan 20
+    (FEB - timedelta(hours=1), 0),  # an hour before the period's end
+    (FEB + timedelta(hours=1), 0),  # ended, in its grace, not yet stated
+    (FEB + timedelta(hours=1), 1),  # the period that began an hour ago
+])
+def test_no_amendment_reprices_a_period_that_has_begun(signed, now, from_period):
+    meter("vision", JAN, 300)
+    with pytest.raises(ValidationError, match="has not begun"):
+        amend(contract=signed, changes={"committed_gpu_hours": "200"},
+              from_period=from_period, reason="late", now=now)
+    [january] = close(FEB + GRACE)
+    assert (january.committed_gpu_hours, january.total_cost) == (100, D("3400.00"))
 
 
 def test_the_rate_printed_on_a_statement_is_the_rate_charged(tenant, db):
