@@ -5,9 +5,9 @@ with each allocation source.
 
 Runs gpuloans-agent (--collector fake:N, --poll 5, --interval 60) against a stub server on
 loopback that accepts every batch, once per allocation source, then reads the process's CPU
-time (its children's included: the scontrol it runs) and peak RSS from /proc. The kubelet source
+time (its children's included: the squeue it runs) and peak RSS from /proc. The kubelet source
 asks a stand-in kubelet (agent.holders.stand_in: the real gRPC API on a unix socket) that has
-given half the GPUs to pods; the Slurm source runs a stand-in scontrol that prints two jobs
+given half the GPUs to pods; the Slurm source runs a stand-in squeue that prints two jobs
 holding half the GPUs (the agent's parsing and process start are measured, slurmctld's work is
 not). Targets: under 1% of one core and under 60 MB resident.
 """
@@ -59,14 +59,14 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-# Two jobs holding half the GPUs, as Slurm 22.05 prints them (cut short).
-JOBS = [
-    f"JobId={job} UserId={user}(100{job % 10}) Account={account} JobState=RUNNING Partition=gpu "
-    f"NodeList=bench JOB_GRES=gpu:2   Nodes=bench CPU_IDs=0-3 Mem=0 GRES=gpu:h100:2(IDX:{idx}) "
-    "MinCPUsNode=1"
+# Two jobs holding half the GPUs, as Slurm 22.05's `squeue --json` prints them (cut short).
+JOBS = json.dumps({"jobs": [
+    {"job_id": job, "user_name": user, "account": account, "job_state": "RUNNING",
+     "partition": "gpu", "nodes": "bench", "gres_detail": [f"gpu:h100:2(IDX:{idx})"],
+     "name": "wrap"}
     for job, user, account, idx in ((101, "alice", "team-a", "0-1"), (102, "bob", "proj-x", "2-3"))
-]
-SCONTROL = "#!/bin/sh\ncat <<'JOBS'\n" + "\n".join(JOBS) + "\nJOBS\n"
+]})
+SQUEUE = "#!/bin/sh\ncat <<'JOBS'\n" + JOBS + "\nJOBS\n"
 
 
 def source_options(source: str, folder: Path, gpus: int) -> tuple[list[str], dict, object]:
@@ -83,12 +83,12 @@ def source_options(source: str, folder: Path, gpus: int) -> tuple[list[str], dic
         return (["--allocation-source", "kubelet", "--kubelet-socket", str(socket)], {},
                 serve(str(socket), node))
     if source == "slurm":
-        scontrol = folder / "bin" / "scontrol"
-        scontrol.parent.mkdir()
-        scontrol.write_text(SCONTROL)
-        scontrol.chmod(0o755)
+        squeue = folder / "bin" / "squeue"
+        squeue.parent.mkdir()
+        squeue.write_text(SQUEUE)
+        squeue.chmod(0o755)
         return (["--allocation-source", "slurm"],
-                {"PATH": f"{scontrol.parent}:{os.environ['PATH']}"}, None)
+                {"PATH": f"{squeue.parent}:{os.environ['PATH']}"}, None)
     return [], {}, None
 
 

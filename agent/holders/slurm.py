@@ -1,14 +1,21 @@
 """Who holds each GPU on a Slurm node: the jobs running there and the GPU indices each was
-given, from `scontrol show job --details --oneliner` (one call a poll of the source, answered by
-slurmctld). A GPU held by a job is allocated to it; the owner is the job's account, user and job
-id (the partition is read too, for the log).
+given, from `squeue --json` (one call a poll of the source, answered by slurmctld: it lists
+every job of the cluster, and the source keeps this node's). A GPU held by a job is allocated
+to it; the owner is the job's account, user and job id (the partition is read too, for the
+log).
+
+Only Slurm's machine format is read, never text a cluster user controls: `scontrol`'s text
+prints the job name raw among the fields, so a job named "x Account=other JobState=RUNNING
+GRES=gpu:h100:4(IDX:0-3)" could claim another account's GPUs there. In the JSON the name is
+one field among others, and this source never reads it.
 
 Slurm numbers a node's GPUs by their order in gres.conf (with AutoDetect=nvml, by the NVML
-order the collector reads too): the job's `GRES=gpu:h100:2(IDX:0-1)` names GPUs 0 and 1, and
-every device the collector reads at those indices (a MIG instance carries its GPU's index) is
-held by that job.
+order the collector reads too): a job's `gres_detail` entry `gpu:h100:2(IDX:0-1)` for a node
+names GPUs 0 and 1, and every device the collector reads at those indices (a MIG instance
+carries its GPU's index) is held by that job.
 """
 
+import json
 import re
 import subprocess
 from dataclasses import dataclass
@@ -19,13 +26,8 @@ from agent.readings import Reading
 # States in which a job still holds its GRES (a suspended job keeps its GPUs unless the
 # cluster is set to release them; a completing one until its epilog ends).
 HOLDING = {"RUNNING", "SUSPENDED", "COMPLETING"}
-JOB = re.compile(r"(?:^|\s)JobId=(\d+)\s")
-FIELDS = {name: re.compile(rf"\s{name}=([^\s(]+)") for name in
-          ("UserId", "Account", "JobState", "Partition")}
-# The --details part: one per group of the job's nodes, with the GRES each got there.
-DETAIL = re.compile(r"\sNodes=(\S+) CPU_IDs=\S* Mem=\S* GRES=(\S*)")
 GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:\d+\(IDX:([0-9,-]+)\)")
-TIMEOUT_S = 5.0  # a controller that is down keeps scontrol retrying for about 9 s
+TIMEOUT_S = 5.0  # a controller that is down keeps squeue retrying for about 9 s
 
 
 def expand_hostlist(text: str) -> list[str]:
@@ -77,23 +79,43 @@ class Job:
 
 
 def jobs_on(text: str, node: str) -> list[Job]:
-    """The jobs of `scontrol show job --details --oneliner` that hold GPUs on `node`."""
+    """The jobs of `squeue --json` that hold GPUs on `node`. Slurm 22.05 states a job's
+    state as a string, later versions as a list of flags; both are read. Each `gres_detail`
+    entry is the GRES of one of the job's nodes, in the order of its allocated nodes."""
+    try:
+        jobs = json.loads(text).get("jobs", [])
+    except (ValueError, AttributeError):
+        raise HolderError("squeue --json printed no JSON object") from None
     out = []
-    for line in text.splitlines():
-        found = JOB.search(line)
-        if not found:
+    for job in jobs if isinstance(jobs, list) else []:
+        if not isinstance(job, dict) or not _holding(job.get("job_state")):
             continue
-        fields = {name: (m.group(1) if (m := pattern.search(line)) else "")
-                  for name, pattern in FIELDS.items()}
-        if fields["JobState"] not in HOLDING:
-            continue
-        gpus = sorted({index for nodes, gres in DETAIL.findall(line)
-                       if node in expand_hostlist(nodes)
+        details = job.get("gres_detail") or []
+        nodes = _nodes(job)
+        gpus = sorted({index for name, gres in zip(nodes, details, strict=False)
+                       if name == node and isinstance(gres, str)
                        for idx in GPU_GRES.findall(gres) for index in indices(idx)})
         if gpus:
-            out.append(Job(found.group(1), fields["Account"], fields["UserId"],
-                           fields["Partition"], tuple(gpus)))
+            out.append(Job(str(job.get("job_id", "")), str(job.get("account") or ""),
+                           str(job.get("user_name") or ""), str(job.get("partition") or ""),
+                           tuple(gpus)))
     return out
+
+
+def _holding(state) -> bool:
+    states = state if isinstance(state, list) else [state]
+    return any(s in HOLDING for s in states if isinstance(s, str))
+
+
+def _nodes(job: dict) -> list[str]:
+    """The job's nodes in the order of its gres_detail: job_resources' allocated nodes where
+    Slurm gives them, else its compressed host list expanded."""
+    resources = job.get("job_resources")
+    allocated = resources.get("allocated_nodes") if isinstance(resources, dict) else None
+    if isinstance(allocated, list) and allocated:
+        return [str(n.get("nodename", "")) if isinstance(n, dict) else "" for n in allocated]
+    nodes = job.get("nodes")
+    return expand_hostlist(nodes) if isinstance(nodes, str) else []
 
 
 @dataclass(frozen=True)
@@ -111,13 +133,13 @@ class SlurmHoldings:
 class SlurmSource:
     name = "slurm"
 
-    def __init__(self, node: str, scontrol: str = "scontrol", env: dict | None = None):
-        """`env`: the environment scontrol runs in (this process's when None; SLURM_CONF
+    def __init__(self, node: str, squeue: str = "squeue", env: dict | None = None):
+        """`env`: the environment squeue runs in (this process's when None; SLURM_CONF
         there names a configuration other than /etc/slurm/slurm.conf)."""
-        self.node, self.scontrol, self.env = node, scontrol, env
+        self.node, self.squeue, self.env = node, squeue, env
 
     def read(self) -> SlurmHoldings:
-        command = [self.scontrol, "show", "job", "--details", "--oneliner"]
+        command = [self.squeue, "--json"]
         try:
             done = subprocess.run(command, capture_output=True, text=True,  # noqa: S603
                                   timeout=TIMEOUT_S, env=self.env)

@@ -1,7 +1,7 @@
-"""The Slurm allocation source: its reading of `scontrol show job --details --oneliner`, and
-against a real Slurm (tests/slurm.py) with real sbatch jobs; end to end: agent -> server ->
-usage API."""
+"""The Slurm allocation source: its reading of `squeue --json`, and against a real Slurm
+(tests/slurm.py) with real sbatch jobs; end to end: agent -> server -> usage API."""
 
+import json
 import logging
 from datetime import timedelta
 
@@ -15,40 +15,57 @@ from metering.models import AttributionRule, Cluster
 from metering.models import Node as MeterNode
 from tests.agent.holding import HOUR, IdleCollector, agent, poll_hour, usage_hour
 
-# One job as Slurm 22.05 prints it (scontrol show job --details --oneliner), cut short.
-LINE = ("JobId=1 JobName=wrap UserId=alice(1000) GroupId=alice(1000) MCS_label=N/A "
-        "Priority=4294901759 Nice=0 Account=team-a QOS=(null) JobState=RUNNING Reason=None "
-        "Partition=debug NodeList=vm BatchHost=vm NumNodes=1 TRES=cpu=1,node=1,billing=1 "
-        "JOB_GRES=gpu:h100:2   Nodes=vm CPU_IDs=0 Mem=0 GRES=gpu:h100:2(IDX:0-1) "
-        "MinCPUsNode=1 Features=(null) TresPerNode=gres:gpu:h100:2 ")
+# One job as Slurm 22.05 prints it (squeue --json), cut short.
+JOB = {"job_id": 1, "name": "wrap", "user_name": "alice", "account": "team-a",
+       "job_state": "RUNNING", "partition": "debug", "nodes": "vm",
+       "gres_detail": ["gpu:h100:2(IDX:0-1)"],
+       "job_resources": {"nodes": "vm", "allocated_nodes": [{"nodename": "vm"}]}}
+
+
+def squeue(*jobs: dict) -> str:
+    return json.dumps({"meta": {}, "errors": [], "jobs": list(jobs)})
 
 
 def test_a_running_jobs_gpus_on_this_node_are_held_by_its_account_user_and_id():
-    [job] = jobs_on(LINE, "vm")
+    [job] = jobs_on(squeue(JOB), "vm")
     assert (job.job, job.account, job.user, job.partition, job.gpus) == (
         "1", "team-a", "alice", "debug", (0, 1))
     assert job.owner == {"account": "team-a", "user": "alice", "job": "1"}
-    assert jobs_on(LINE, "other-node") == []
+    assert jobs_on(squeue(JOB), "other-node") == []
 
 
 def test_a_job_over_several_nodes_holds_what_it_got_on_each():
-    line = ("JobId=42 UserId=bob(1001) Account=proj-x JobState=RUNNING Partition=gpu "
-            "NodeList=gpu[01-02] JOB_GRES=gpu:4 "
-            "  Nodes=gpu01 CPU_IDs=0-3 Mem=0 GRES=gpu:a100:4(IDX:0-3) "
-            "  Nodes=gpu02 CPU_IDs=0-1 Mem=0 GRES=gpu:a100:1(IDX:5),gpu:h100:1(IDX:7) "
-            "MinCPUsNode=1")
-    assert jobs_on(line, "gpu01")[0].gpus == (0, 1, 2, 3)
-    assert jobs_on(line, "gpu02")[0].gpus == (5, 7)
+    job = {**JOB, "job_id": 42, "nodes": "gpu[01-02]",
+           "gres_detail": ["gpu:a100:4(IDX:0-3)", "gpu:a100:1(IDX:5),gpu:h100:1(IDX:7)"],
+           "job_resources": {"allocated_nodes": [{"nodename": "gpu01"}, {"nodename": "gpu02"}]}}
+    assert jobs_on(squeue(job), "gpu01")[0].gpus == (0, 1, 2, 3)
+    assert jobs_on(squeue(job), "gpu02")[0].gpus == (5, 7)
+    del job["job_resources"]  # the host list, where Slurm gives no allocated nodes
+    assert jobs_on(squeue(job), "gpu02")[0].gpus == (5, 7)
 
 
-@pytest.mark.parametrize("state", ["PENDING", "COMPLETED", "CANCELLED", "FAILED"])
+@pytest.mark.parametrize("state", ["PENDING", "COMPLETED", "CANCELLED", "FAILED", ["PENDING"]])
 def test_jobs_that_hold_nothing_now_are_left_out(state):
-    assert jobs_on(LINE.replace("JobState=RUNNING", f"JobState={state}"), "vm") == []
+    assert jobs_on(squeue({**JOB, "job_state": state}), "vm") == []
 
 
-def test_a_job_without_gpus_and_text_that_is_no_job_are_left_out():
-    assert jobs_on(LINE.replace("GRES=gpu:h100:2(IDX:0-1)", "GRES="), "vm") == []
-    assert jobs_on("No jobs in the system\n", "vm") == []
+def test_a_later_slurms_list_of_states_is_read():
+    assert jobs_on(squeue({**JOB, "job_state": ["RUNNING"]}), "vm")[0].gpus == (0, 1)
+
+
+def test_a_job_without_gpus_and_output_that_is_no_job_are_left_out():
+    assert jobs_on(squeue({**JOB, "gres_detail": []}), "vm") == []
+    assert jobs_on(squeue(), "vm") == []
+    assert jobs_on(squeue({**JOB, "gres_detail": [7]}, "not a job"), "vm") == []
+    with pytest.raises(HolderError, match="no JSON"):
+        jobs_on("No jobs in the system\n", "vm")
+
+
+def test_a_job_name_that_reads_like_fields_claims_nothing():
+    spoof = {**JOB, "job_id": 2, "account": "proj-x", "job_state": "PENDING", "nodes": "",
+             "gres_detail": [], "job_resources": None,
+             "name": "x Account=team-b JobState=RUNNING Nodes=vm GRES=gpu:h100:4(IDX:0-3)"}
+    assert [(j.job, j.gpus) for j in jobs_on(squeue(JOB, spoof), "vm")] == [("1", (0, 1))]
 
 
 @pytest.mark.parametrize(("text", "names"), [
@@ -67,6 +84,20 @@ def test_an_idx_list_is_gpu_indices():
 
 def idle(count: int = 4) -> list[Reading]:
     return [Reading(uuid=f"GPU-{k}", index=k, util_pct=0.0) for k in range(count)]
+
+
+def test_a_pending_job_named_like_a_running_one_claims_no_gpu_on_a_real_slurm(slurm):
+    slurm.cancel_all()
+    running = slurm.sbatch("-A", "team-a", "--gres=gpu:h100:2")
+    spoof = (f"x Account=team-b JobState=RUNNING Nodes={slurm.node} "
+             f"GRES=gpu:h100:4(IDX:0-3)")
+    pending = slurm.command("sbatch", "--parsable", "-c1", "-o", "/dev/null", "-A", "proj-x",
+                            "-J", spoof, "--gres=gpu:4", "--wrap", "sleep 600")
+    assert pending.returncode == 0, pending.stderr
+    assert slurm.state(pending.stdout.strip().split(";")[0]) == "PENDING"
+    owners = [r.owner for r in SlurmSource(slurm.node, env=slurm.env).read().apply(idle())]
+    assert owners == [{"account": "team-a", "user": "root", "job": running}] * 2 + [None] * 2
+    slurm.cancel_all()
 
 
 def test_the_gpus_of_real_jobs_are_held_by_them(slurm):
