@@ -1,15 +1,25 @@
 """CSV that a spreadsheet opens without running anything: a text cell that starts like a
 formula (= + - @, or a tab or carriage return before one) is prefixed with an apostrophe, so
-a plan named `=HYPERLINK(...)` is shown as text. Numbers are written as they are (a negative
-amount is a number, not a formula)."""
+a plan named `=HYPERLINK(...)` is shown as text; so is each part of a cell after a semicolon
+that starts like one, since spreadsheets in locales whose list separator is the semicolon
+split `x;=cmd|...` into two cells. Numbers stay numbers, whether given as numbers or as the
+text of one (`-600.00`, what exports write for a negative amount): a spreadsheet reads them
+as numbers and runs nothing."""
 
 import csv
+import re
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+AFTER_SEMICOLON = re.compile(r";([\s\"']*)(?=[=+\-@])")
 
 
 def neutral(value):
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+    if not isinstance(value, str) or NUMBER.fullmatch(value):
+        return value
+    if ";" in value:
+        value = AFTER_SEMICOLON.sub(r";\1'", value)
+    if value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
 

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 import time_machine
 
+from loans.api.ledger import FocusCSVRenderer
 from loans.models import Amendment, Contract, Plan
 from loans.services.closing import close_due_periods
 from loans.services.exports import FOCUS_COLUMNS
@@ -166,3 +167,11 @@ def test_an_operator_terminates_a_contract_at_the_end_of_its_current_period(
     assert Amendment.objects.get().kind == "termination"
     again = post(client, operator, path, {"reason": "twice"})
     assert again.status_code == 400 and "already ends" in str(again.json())
+
+
+def test_a_negative_amount_in_the_focus_export_is_a_number_not_text():
+    data = {"columns": FOCUS_COLUMNS, "rows": [
+        ["-600.00" if c in ("BilledCost", "EffectiveCost") else "" for c in FOCUS_COLUMNS]]}
+    [row] = csv.DictReader(io.StringIO(FocusCSVRenderer().render(data).decode()))
+    assert (row["BilledCost"], row["EffectiveCost"]) == ("-600.00", "-600.00")
+    assert sum(D(row[c]) for c in ("BilledCost", "EffectiveCost")) == D("-1200.00")

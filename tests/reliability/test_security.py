@@ -363,8 +363,13 @@ def test_a_formula_in_a_name_reaches_no_spreadsheet_as_a_formula(client, operato
 
 
 @pytest.mark.parametrize(("cell", "written"), [
-    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1", "'-1"), ("@SUM(A1)", "'@SUM(A1)"),
+    ("=1+1", "'=1+1"), ("+1", "'+1"), ("-1+A1", "'-1+A1"), ("@SUM(A1)", "'@SUM(A1)"),
     ("\t=1", "'\t=1"), ("\r=1", "'\r=1"), ("plain", "plain"), (-5, "-5"), ("", ""),
+    # Numbers stay numbers, given as text too (a negative amount in an export).
+    ("-600.00", "-600.00"), ("-1", "-1"), ("12", "12"), ("-1.", "'-1."),
+    # A semicolon splits the cell in some locales' spreadsheets: each part is neutralised.
+    ("x;=cmd|' /C calc'!A0", "x;'=cmd|' /C calc'!A0"), ("a; -b;@c", "a; '-b;'@c"),
+    ("=a;+b", "'=a;'+b"), ("a;b", "a;b"),
 ])
 def test_every_formula_start_is_neutralised(cell, written):
     from core import spreadsheet
