@@ -23,9 +23,29 @@ class Refused(Exception):
     """The URL points where webhooks may not go."""
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits, which a translator or relay
+# on the way reaches: NAT64's well-known and local-use prefixes (RFC 6052, RFC 8215).
+NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+
+
+def _embedded(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address leads to: mapped (::ffff:a.b.c.d), NAT64, 6to4
+    (2002:aabb:ccdd::) and Teredo (the server and the client)."""
+    out = [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
+    if any(address in network for network in NAT64):
+        out.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    if address.teredo is not None:
+        out.extend(address.teredo)
+    return out
+
+
 def _allowed(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped  # ::ffff:127.0.0.1 is 127.0.0.1
+    if isinstance(address, ipaddress.IPv6Address):
+        inner = _embedded(address)
+        if address.ipv4_mapped:
+            return _allowed(address.ipv4_mapped)  # ::ffff:127.0.0.1 is 127.0.0.1
+        if inner and not all(_allowed(a) for a in inner):
+            return False  # [64:ff9b::7f00:1] and [2002:7f00:1::1] lead to 127.0.0.1
     if any(address in network for network in settings.WEBHOOK_ALLOWED_NETWORKS):
         return True
     return address.is_global and not address.is_multicast

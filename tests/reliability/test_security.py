@@ -208,7 +208,16 @@ REFUSED_URLS = [
     "http://metadata.google.internal/computeMetadata/v1/", "http://10.1.2.3/hook",
     "http://192.168.0.10/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/",
     "http://0.0.0.0/", "http://localhost:8000/", "https://100.64.0.1/", "http://2130706433/",
+    # IPv6 addresses that lead to loopback or private IPv4: NAT64, 6to4, Teredo.
+    "http://[64:ff9b::7f00:1]/", "http://[64:ff9b::10.1.2.3]/", "http://[64:ff9b:1::a01:203]/",
+    "http://[2002:7f00:1::1]/", "http://[2002:c0a8:1::1]/",
+    "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",  # Teredo to client 127.0.0.1
 ]
+
+
+def test_a_public_address_behind_nat64_or_6to4_is_accepted():
+    validate_webhook_url("http://[64:ff9b::5db8:d70e]/hook")  # 93.184.215.14
+    validate_webhook_url("http://[2002:5db8:d70e::1]/hook")
 
 
 @pytest.mark.parametrize("url", REFUSED_URLS)
