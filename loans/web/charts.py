@@ -6,6 +6,7 @@ wall-clock strings in the contract's time zone, because Plotly has no notion of 
 """
 
 from datetime import datetime
+from html import escape
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
@@ -35,6 +36,13 @@ def wall(moment: datetime, zone: ZoneInfo) -> str:
 
 def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def plain(text: str) -> str:
+    """Text an agent or a user wrote, as Plotly shows it: Plotly reads a subset of HTML in its
+    strings (links, line breaks), so a GPU model of `<a href=...>` would be a link; escaped,
+    it is shown as written."""
+    return escape(text, quote=False)
 
 
 def _layout(title: str, y_title: str, **extra) -> dict:
@@ -151,7 +159,7 @@ def heatmap_figure(days: list[GpuDay], labels: dict[int, str]) -> dict:
         held[row[d.gpu_id]][column[d.day]] = round(d.allocated_gpu_hours, 2)
     data = [{
         "type": "heatmap", "name": _("Utilisation"),
-        "x": [d.isoformat() for d in dates], "y": [labels.get(g, str(g)) for g in gpus],
+        "x": [d.isoformat() for d in dates], "y": [plain(labels.get(g, str(g))) for g in gpus],
         "z": z, "customdata": held, "zmin": 0, "zmax": 100, "colorscale": "Viridis",
         "colorbar": {"title": {"text": "%"}},
         "hovertemplate": _("%{y}<br>%{x}: %{z}% busy over %{customdata} GPU-h held")
@@ -225,7 +233,8 @@ def pool_figure(model: str, series: dict) -> dict:
                  "x": [x[0], x[-1]] if x else [], "y": [series["physical"]] * (2 if x else 0),
                  "line": {"color": COLOURS["max"], "dash": "dash"}})
     return {"data": data, "layout": _layout(
-        _("Pool: %(model)s, next 7 days") % {"model": model or _("any model")}, _("GPUs"),
+        _("Pool: %(model)s, next 7 days") % {"model": plain(model) if model else _("any model")},
+        _("GPUs"),
         height=300)}
 
 

@@ -111,3 +111,13 @@ def test_the_heatmap_leaves_days_a_gpu_was_not_held_blank():
     assert heatmap["x"] == ["2026-11-01", "2026-11-02"]
     assert heatmap["z"] == [[None, 100.0], [50.0, None]]
     assert heatmap["customdata"] == [[None, 4.0], [10.0, None]]
+
+
+def test_text_an_agent_sent_reaches_plotly_as_text_not_html():
+    model = '<a href="https://x.example/">H100</a>'
+    title = charts.pool_figure(model, {"hours": [], "guaranteed": [], "granted": [],
+                                       "free": [], "physical": 0})["layout"]["title"]["text"]
+    assert "<a" not in title and "&lt;a href=\"https://x.example/\"&gt;H100&lt;/a&gt;" in title
+    days = [GpuDay(3, date(2026, 11, 1), 1.0, 1.0)]
+    heatmap = charts.heatmap_figure(days, {3: "<b>n1</b>/0"})["data"][0]
+    assert heatmap["y"] == ["&lt;b&gt;n1&lt;/b&gt;/0"]
