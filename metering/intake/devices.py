@@ -184,12 +184,22 @@ def settled(node: Node, batch, out: Plan) -> bool:
     return True
 
 
+# The first key of the PostgreSQL advisory locks that guard a node's device limit (the second
+# is the node's id): any number that no other lock of the application uses.
+LIMIT_LOCK = 47_01
+
+
 @contextmanager
 def guarded(node: Node):
-    """A transaction holding the node's row, in which its limit is read and its batch stored:
-    two batches of one node cannot both add the last GPU an hour allows."""
+    """A transaction holding the node's limit lock, in which its limit is read and its batch
+    stored: two batches of one node cannot both add the last GPU an hour allows. On
+    PostgreSQL an advisory lock, not the node's row: a batch that needs no guard updates the
+    row last, after its devices' rows, and a guard taken first on the row would deadlock with
+    it. SQLite runs one writer at a time."""
     with transaction.atomic():
-        list(Node.objects.select_for_update().filter(pk=node.pk).values_list("pk"))
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LIMIT_LOCK, node.pk])
         yield
 
 

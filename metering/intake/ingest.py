@@ -5,13 +5,13 @@ moment and rollups kept exact (metering.intake.store_postgresql, metering.intake
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import Case, F, Value, When
 
-from metering import owners
+from metering import owners, partitions
 from metering.attribution import Attributor, Rule
 from metering.intake import devices, protocol, store_postgresql, store_sqlite, wire
 from metering.intake.protocol import each_object_once
@@ -32,6 +32,9 @@ class Result:
 def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     oldest = now - timedelta(days=settings.RAW_RETENTION_DAYS)
     batch, rejected, repeats = wire.samples(envelope, now, oldest)
+    # Committed at once, outside the guard's transaction below: a partition made inside it
+    # would be invisible to other sessions, which would write its day into the default one.
+    partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(batch.ts)})
     plan = devices.resolve(node, batch, now)
     if devices.settled(node, batch, plan):  # no hour gains a GPU: the steady state
         return _store(node, envelope, batch, plan, rejected, repeats, now)

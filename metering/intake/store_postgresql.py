@@ -15,12 +15,10 @@ COPYed, with the setting metering.checked telling the trigger they are checked a
 
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
-from datetime import UTC
 
 import psycopg
 from django.db import IntegrityError, connection, transaction
 
-from metering import partitions
 from metering.intake import copy_binary, store
 from metering.intake.protocol import taken
 from metering.intake.store import COLUMNS
@@ -43,8 +41,8 @@ def write(columns: list, names: list[str], finish: Callable[[], None],
     """Store the batch (store.COLUMNS; `names` are the samples' device uuids); returns how
     many samples were new and the rejections. `finish` runs once the batch is stored: last in
     its transaction where it has one (the careful way, or inside the caller's transaction),
-    else on its own."""
-    partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(columns[2])})
+    else on its own. The batch's daily partitions exist already (metering.intake.ingest makes
+    them before any transaction, so that other sessions see them at once)."""
     columns, names = store.in_time_order(columns, names)
     try:
         return _direct(columns, finish)

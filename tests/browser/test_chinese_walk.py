@@ -23,7 +23,8 @@ WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]")
 # Units, codes and product names that stay as they are in Chinese text.
 ALLOWED = {
     "GPU", "GPUs", "MIG", "CSV", "API", "REST", "JSON", "CNY", "USD", "UTC", "ISO", "FOCUS",
-    "gpuloans", "NVIDIA", "HBM", "SXM", "PCIe", "Asia", "Shanghai", "Django", "Plotly",
+    "gpuloans", "NVIDIA", "HBM", "SXM", "PCIe", "HGX", "DGX", "Asia", "Shanghai", "Django",
+    "Plotly",
     "P10", "P90", "ID", "URL", "Webhook", "webhook", "HTTPS", "HTTP", "Kubernetes", "Slurm",
     "GiB", "MiB", "GB", "TB", "kW", "h", "GPU-h", "English", "Celery", "nvidia-smi", "UUID",
     "IP", "GET", "POST", "Accept", "sha", "LDAP", "Grafana", "Ctrl", "Command", "Mac",
