@@ -3,9 +3,10 @@ of metering.usage (a node's creation, re-attribution, a tenant's attribution rul
 
 from datetime import datetime, timedelta
 from decimal import Decimal
+from math import ceil
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.utils.translation import gettext as _
 
@@ -25,7 +26,7 @@ from metering.rules import (  # noqa: F401 - the tenant API's rules go through h
     replace_rules,
     rule_clashes,
 )
-from metering.usage import rebuild_rollups
+from metering.usage import HOUR, ceil_hour, insert_rows, rebuild_rollups
 
 
 @transaction.atomic
@@ -74,27 +75,37 @@ def reattribute(*, scope: str, value: str, start: datetime, end: datetime, tenan
                 reason: str, author=None, now: datetime) -> Reattribution:
     """Move the usage of [start, end) of a node, of an owner value or of no tenant to a tenant,
     and keep the record of it. The raw samples change tenant and their hours are recounted, so
-    open periods change at once and closed ones get corrections on both sides. Only hours
-    whose raw samples are still kept can move (rollups of purged days are left as they are)."""
+    open periods change at once and closed ones get corrections on both sides. A sample that
+    crosses `start` or `end` is split there first, so exactly the range's usage moves. Only
+    hours whose raw samples are all kept can move (rollups of purged days are left as they
+    are)."""
     value = (value or "").strip()
     errors = _check_move(scope, value, start, end, reason, now)
     if errors:
         raise ValidationError(errors)
-    samples = UsageSample.objects.filter(ts__gte=start, ts__lt=end)
+    node = None
     if scope == Reattribution.Scope.NODE:
         node = Node.objects.filter(name=value).first()
         if node is None:
             raise ValidationError({"value": _("There is no node named %(name)s.")
                                    % {"name": value[:63]}})
-        samples = samples.filter(reported_by(node, start, end))
-    elif scope in OWNER_SCOPES:
-        samples = samples.filter(owner_id__in=Owner.objects.filter(**{scope: value})
-                                 .values("pk"))
-    else:
-        samples = samples.filter(tenant_id__isnull=True)
-    samples = samples.exclude(tenant_id=tenant_id)
+
+    def matching(low: datetime, high: datetime):
+        samples = UsageSample.objects.filter(ts__gte=low, ts__lt=high)
+        if node is not None:
+            samples = samples.filter(reported_by(node, low, high))
+        elif scope in OWNER_SCOPES:
+            samples = samples.filter(owner_id__in=Owner.objects.filter(**{scope: value})
+                                     .values("pk"))
+        else:
+            samples = samples.filter(tenant_id__isnull=True)
+        return samples.exclude(tenant_id=tenant_id)
+
     held = ExpressionWrapper(F("interval_s") * F("fraction"), output_field=FloatField())
     with transaction.atomic():
+        split_end = _split(matching(end - LONGEST, end), end)
+        _split(matching(start - LONGEST, start), start)
+        samples = matching(start, end)
         moved = {("" if row["tenant_id"] is None else str(row["tenant_id"])):
                  round((row["seconds"] or 0.0) / 3600, 6)
                  for row in samples.values("tenant_id").annotate(
@@ -102,12 +113,40 @@ def reattribute(*, scope: str, value: str, start: datetime, end: datetime, tenan
         span = samples.aggregate(first=Min("ts"), last=Max("ts"))
         count = samples.update(tenant_id=tenant_id)
         if count:
-            rebuild_rollups(span["first"], span["last"] + timedelta(hours=1))
+            # Every hour a moved sample covers, and the one where a split sample's rest begins.
+            until = span["last"] + LONGEST
+            rebuild_rollups(span["first"], max(until, end + LONGEST) if split_end else until)
         return Reattribution.objects.create(
             scope=scope, value=value, start=start, end=end, tenant_id=tenant_id,
             gpu_hours=Decimal(repr(sum(moved.values()))).quantize(Decimal("0.000001")),
             samples=count, moved_from=moved, reason=reason.strip(), author=author,
             created_at=now)
+
+
+LONGEST = timedelta(seconds=3600)  # the longest interval a sample may have (protocol v1)
+SAMPLE_FIELDS = ("gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated", "fraction",
+                 "util_pct", "mem_used_mib", "power_w", "temp_c", "holder_unknown")
+
+
+def _split(candidates, boundary: datetime) -> int:
+    """Split each of `candidates` (samples that began before `boundary`) that runs past it in
+    two: the sample up to the first whole second at or after `boundary`, and a sample of the
+    rest from there, the same reading. Their hours are recounted by the caller. Returns how
+    many were split."""
+    split = 0
+    for row in candidates.values(*SAMPLE_FIELDS):
+        ts, interval = row["ts"], row["interval_s"]
+        head = ceil((boundary - ts).total_seconds())
+        if not 0 < head < interval:
+            continue
+        # Shortened first, so that the rest, stored next, overlaps nothing.
+        UsageSample.objects.filter(gpu_id=row["gpu_id"], ts=ts).update(interval_s=head)
+        rest = {**row, "ts": ts + timedelta(seconds=head), "interval_s": interval - head}
+        insert_rows(UsageSample, SAMPLE_FIELDS, [tuple(
+            connection.ops.adapt_datetimefield_value(rest[name]) if name == "ts"
+            else rest[name] for name in SAMPLE_FIELDS)])
+        split += 1
+    return split
 
 
 def reported_by(node: Node, start: datetime, end: datetime) -> Q:
@@ -135,10 +174,13 @@ def _check_move(scope: str, value: str, start: datetime, end: datetime, reason: 
     if start > now:
         errors["start"] = [_("Usage that has not happened yet cannot be moved.")]
     horizon = RawHorizon.complete_from()
-    if horizon is not None and start < horizon:
+    # The first hours after the horizon may hold samples that began before it: their rollups
+    # are kept as they are (metering.usage.rebuild_rollups), so nothing in them can move.
+    recountable = ceil_hour(horizon) + HOUR if horizon is not None else None
+    if recountable is not None and start < recountable:
         errors["start"] = [_("Raw samples before %(when)s have been purged (rollups are kept as "
                              "they are); only usage since then can be moved.")
-                           % {"when": horizon.isoformat()}]
+                           % {"when": recountable.isoformat()}]
     if not (reason or "").strip():
         errors["reason"] = [_("Say why the usage is moved.")]
     return errors

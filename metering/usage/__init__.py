@@ -232,7 +232,8 @@ def rebuild_rollups(start: datetime, end: datetime) -> Recount:
         start = kept[1]
     if start >= end:
         return Recount(0, kept)
-    # Samples that began in the hour before may reach into the first one.
+    # Samples that began in the hour before may reach into the first one; those that reach
+    # past the last are counted only up to it (the hours after are not replaced).
     samples = sample_values(UsageSample.objects.filter(ts__gte=start - HOUR, ts__lt=end))
     rows = list(samples.iterator(chunk_size=20_000))
     by_tenant, by_gpu = rollups.recount(rows)
@@ -243,11 +244,13 @@ def rebuild_rollups(start: datetime, end: datetime) -> Recount:
         GpuHour.objects.filter(hour__gte=start, hour__lt=end).delete()
         insert_rows(
             TenantHour, ("tenant_id", "hour", *sums),
-            [(t, hour_of(h), *astuple(s)) for (t, h), s in by_tenant.items() if start <= h],
+            [(t, hour_of(h), *astuple(s)) for (t, h), s in by_tenant.items()
+             if start <= h < end],
         )
         insert_rows(
             GpuHour, ("gpu_id", "tenant_id", "hour", *sums),
-            [(g, t, hour_of(h), *astuple(s)) for (g, t, h), s in by_gpu.items() if start <= h],
+            [(g, t, hour_of(h), *astuple(s)) for (g, t, h), s in by_gpu.items()
+             if start <= h < end],
         )
     return Recount(sum(1 for row in rows if row[1] >= start), kept)
 

@@ -2,7 +2,7 @@
 unattributed usage) to a tenant; it is kept for good and flows into open periods at once and
 into corrections on both sides of closed ones."""
 
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -11,10 +11,12 @@ from django.core.exceptions import ValidationError
 
 from loans.models import Contract, CorrectionLine, Plan
 from loans.services.closing import close_due_periods
-from metering.models import Reattribution, TenantHour
+from metering.intake import protocol
+from metering.intake.ingest import ingest
+from metering.models import RawHorizon, Reattribution, TenantHour
 from metering.retention import purge_raw_samples
 from metering.services import reattribute
-from metering.usage import tenant_totals
+from metering.usage import ceil_hour, tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount
 from tests.ledger import (
     FEB,
@@ -126,3 +128,48 @@ def test_operators_move_usage_over_the_api(client, two_tenants, operator, lead):
                               content_type="application/json")
     assert refused.status_code == 400 and "no node named" in str(refused.json())
     assert used(speech) == 10
+
+
+def post_one(ts: datetime, interval_s: int = 3600, gpu: str = "GPU-X") -> None:
+    on = node()
+    envelope = protocol.Envelope(on.name, "test", 0, [
+        {"gpu_uuid": gpu, "ts": ts.isoformat(), "interval_s": interval_s, "allocated": True,
+         "util_pct": 50.0, "owner": {"namespace": "vision"}}])
+    assert ingest(on, envelope, now=FEB).accepted == 1
+
+
+def test_a_sample_crossing_the_ranges_end_moves_only_its_part_inside(two_tenants):
+    vision, speech = two_tenants
+    post_one(JAN + timedelta(hours=2, minutes=30))  # 02:30 to 03:30
+    move = reattribute(scope="namespace", value="vision", start=JAN,
+                       end=JAN + timedelta(hours=3), tenant_id=speech.pk, reason="r", now=FEB)
+    assert (used(vision), used(speech)) == (0.5, 0.5)
+    assert move.gpu_hours == D("0.5")
+    assert_rollups_equal_a_recount()
+
+
+def test_a_sample_crossing_the_ranges_start_moves_only_its_part_inside(two_tenants):
+    vision, speech = two_tenants
+    post_one(JAN + timedelta(hours=2, minutes=30))  # 02:30 to 03:30
+    reattribute(scope="namespace", value="vision", start=JAN + timedelta(hours=3),
+                end=JAN + timedelta(hours=4), tenant_id=speech.pk, reason="r", now=FEB)
+    assert (used(vision), used(speech)) == (0.5, 0.5)
+    assert_rollups_equal_a_recount()
+
+
+def test_a_move_never_starts_in_the_hours_whose_rollups_the_horizon_keeps(two_tenants,
+                                                                          settings):
+    vision, speech = two_tenants
+    meter("vision", JAN, 24 * 20)
+    settings.RAW_RETENTION_DAYS = 10
+    purge_raw_samples(JAN + timedelta(days=20))
+    horizon = RawHorizon.complete_from()
+    with pytest.raises(ValidationError, match="have been purged"):
+        reattribute(scope="namespace", value="vision", start=horizon,
+                    end=horizon + timedelta(hours=8), tenant_id=speech.pk, reason="r",
+                    now=FEB)
+    first = ceil_hour(horizon) + timedelta(hours=1)
+    move = reattribute(scope="namespace", value="vision", start=first,
+                       end=first + timedelta(hours=8), tenant_id=speech.pk, reason="r",
+                       now=FEB)
+    assert used(speech) == float(move.gpu_hours) == 8.0
