@@ -322,6 +322,9 @@ RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 INGEST_MAX_SAMPLES = env_int("INGEST_MAX_SAMPLES", 5000, minimum=1)
 INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per node; 0: no limit
+# Unknown or revoked node tokens a client address may send in a minute before every request
+# from it is answered 429 for the rest of the minute (token guessing); 0: no limit.
+INGEST_UNKNOWN_TOKENS_PER_MINUTE = env_int("INGEST_UNKNOWN_TOKENS_PER_MINUTE", 20)
 
 # Prometheus at /metrics (config/metrics.py): a scraper sends METRICS_TOKEN as a bearer token or
 # scrapes from one of METRICS_ALLOWED_NETWORKS (loopback unless set; "" allows none).

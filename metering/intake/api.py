@@ -15,6 +15,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from config import metrics
 from core.bearer import bearer_token
+from core.clientip import client_ip
 from metering.intake import protocol, wire
 from metering.intake.ingest import Result, ingest, node_for_token
 from metering.models import Node
@@ -48,6 +49,22 @@ def _throttled(node: Node) -> int:
     return 0
 
 
+def _guessing(address: str, failed: bool = False) -> int:
+    """Seconds to wait when this address sent too many unknown tokens this minute, else 0;
+    `failed` counts one more. While it waits every request from it is refused before its
+    token is looked at, so a guess that happens to be right cannot be told apart."""
+    limit = settings.INGEST_UNKNOWN_TOKENS_PER_MINUTE
+    if not limit:
+        return 0
+    key = f"ingest-unknown:{address}:{int(time.time() // 60)}"
+    if failed:
+        cache.add(key, 0, timeout=120)
+        cache.incr(key)
+    if (cache.get(key) or 0) >= limit + (1 if failed else 0):
+        return 60 - int(time.time() % 60)
+    return 0
+
+
 def _token(request: HttpRequest) -> str | None:
     return bearer_token(request.headers.get("Authorization", ""))
 
@@ -62,11 +79,14 @@ def _body(request: HttpRequest, limit: int) -> bytes | HttpResponse:
     if encoding not in ("", "identity"):
         return _refuse(400, f"Content-Encoding {encoding[:40]!r} is not accepted; "
                             "send the batch as plain JSON")
-    if "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
-        return request.read(limit + 1)
-    if not request.META.get("wsgi.input_terminated"):
-        return _refuse(400, "this server reads no chunked bodies; send a Content-Length")
-    return request.META["wsgi.input"].read(limit + 1)
+    try:
+        if "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+            return request.read(limit + 1)
+        if not request.META.get("wsgi.input_terminated"):
+            return _refuse(400, "this server reads no chunked bodies; send a Content-Length")
+        return request.META["wsgi.input"].read(limit + 1)
+    except OSError:  # the client stopped mid-body, or sent chunks the server cannot decode
+        return _refuse(400, "the body ended before it was complete; send the batch again")
 
 
 @csrf_exempt
@@ -93,9 +113,14 @@ def _take(request: HttpRequest) -> HttpResponse | Result:
     declared = request.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         return _refuse(413, too_big)
+    address = client_ip(request)
+    wait = _guessing(address)
+    if wait:
+        return _refuse(429, "too many unknown tokens from this address", Retry_After=str(wait))
     try:
         node = node_for_token(token)
         if node is None:
+            _guessing(address, failed=True)
             return _refuse(401, "unknown or revoked node token", WWW_Authenticate="Bearer")
         wait = _throttled(node)
         if wait:

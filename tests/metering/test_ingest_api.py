@@ -5,6 +5,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 from django.db import connection
 from django.db.models import Sum
 from django.test import Client, override_settings
@@ -253,6 +254,23 @@ def test_no_token_or_an_unknown_token_is_a_401(client, token):
     assert response.status_code == 401 and response["WWW-Authenticate"] == "Bearer"
     assert post(client, "gpln_not-a-real-token", [sample()]).status_code == 401
     assert post(client, "garbage", [sample()]).status_code == 401
+
+
+def test_an_address_guessing_tokens_is_throttled_and_a_right_guess_cannot_be_told(
+        client, token, settings):
+    settings.INGEST_UNKNOWN_TOKENS_PER_MINUTE = 3
+    with time_machine.travel(timezone.now().replace(second=5), tick=False):
+        for k in range(3):
+            assert post(client, f"gpln_guess-{k}", [sample()]).status_code == 401
+        refused = post(client, "gpln_guess-3", [sample()])
+        assert refused.status_code == 429 and refused["Retry-After"] == "55"
+        assert refused.json() == {"error": "too many unknown tokens from this address"}
+        assert post(client, token, [sample()]).status_code == 429  # right, yet refused
+        elsewhere = client.post(URL, json.dumps({"node": "gpu-node-01", "samples": [sample()]}),
+                                content_type="application/json", REMOTE_ADDR="10.9.8.7",
+                                HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert elsewhere.status_code == 202
+    assert not UsageSample.objects.exclude(ts=minute()).exists()
 
 
 def test_a_revoked_token_is_refused(client, token, node):

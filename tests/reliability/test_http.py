@@ -1,6 +1,7 @@
 """The ingestion endpoint under gunicorn, as HTTP clients other than our agent may speak to it."""
 
 import json
+import socket
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -29,3 +30,22 @@ def test_a_chunked_batch_is_read_whole_and_stored_within_the_body_limit(server, 
     assert post_chunked(samples) == (413, {"error": "body over 30000 bytes; send smaller batches"})
     assert post_chunked(samples[:200]) == (202, {"accepted": 200, "duplicates": 0, "rejected": []})
     assert UsageSample.objects.filter(tenant=tenant).count() == 200
+
+
+def test_a_chunked_body_cut_off_midway_is_a_400_not_a_server_error(server, tenant):
+    app = server(INGEST_REQUESTS_PER_MINUTE="0")
+    token = Node.objects.create(name="gpu-node-01", default_tenant=tenant).issue_token()
+    body = json.dumps({"node": "gpu-node-01", "samples": []}).encode()
+    with socket.create_connection(("127.0.0.1", app.port), timeout=30) as conn:
+        conn.sendall(
+            b"POST /api/v1/samples HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Authorization: Bearer " + token.encode() + b"\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + f"{len(body) + 500:x}\r\n".encode() + body)  # 500 bytes short, and no end
+        conn.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert status == 400, answer
+    assert b"the body ended before it was complete" in answer
