@@ -26,6 +26,14 @@ class GpuLoansAdminSite(admin.AdminSite):
             admin_class = type(admin_class.__name__, (ReadableInput, admin_class), {})
         super().register(model_or_iterable, admin_class, **options)
 
+    def login(self, request, extra_context=None):
+        """The admin's login form says so when an attempt was refused unchecked
+        (config.auth.AccountCeilingBackend). Imported here: forms need the apps loaded."""
+        from config.auth import SlowedAdminAuthenticationForm
+
+        self.login_form = SlowedAdminAuthenticationForm
+        return super().login(request, extra_context)
+
     def get_urls(self):
         from metering.admin_samples import sample_list
 

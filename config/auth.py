@@ -4,17 +4,29 @@ username from one client address within LOGIN_LOCKOUT_MINUTES, further attempts 
 database, so every worker shares them; the pages' login, the admin's and the password change
 form all go through it. The username is counted as Django reads it (NFKC, as
 AbstractBaseUser.normalize_username), so `ｒecsys-member` in fullwidth letters is the same
-user, and the address is the client's behind a trusted proxy (core.clientip)."""
+user, and the address is the client's behind a trusted proxy (core.clientip).
 
+Axes counts per username and address, so many addresses could go on guessing one account's
+password. Past LOGIN_ACCOUNT_FAILURES_PER_HOUR failures for one username in an hour, from
+any addresses, that username is slowed, not locked: one attempt every
+LOGIN_ACCOUNT_SLOW_SECONDS is checked, the others refused without looking at the password,
+so guessing crawls while the account's owner still logs in after a short wait."""
+
+import time
 import unicodedata
 
 from django.conf import settings
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import authenticate
-from django.contrib.auth.forms import PasswordChangeForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
+from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import PasswordChangeView
-from django.core.exceptions import ValidationError
+from django.core.cache import cache
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.dispatch import receiver
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext_lazy as _
 
 from core.clientip import client_ip  # noqa: F401 - AXES_CLIENT_IP_CALLABLE
 
@@ -30,6 +42,58 @@ def locked_out(request, original_response=None, credentials=None) -> HttpRespons
     return render(request, "registration/locked_out.html", {
         "lockout_minutes": settings.LOGIN_LOCKOUT_MINUTES,
         "failure_limit": settings.AXES_FAILURE_LIMIT}, status=429)
+
+
+def _failures_key(username: str) -> str:
+    return f"login-failures:{username}:{int(time.time() // 3600)}"
+
+
+@receiver(user_login_failed)
+def _count_failure(sender, credentials: dict, request=None, **kwargs) -> None:
+    if request is not None and getattr(request, "login_slowed", None):
+        return  # refused unchecked: not a guess that was tried
+    key = _failures_key(username_of(request, credentials))
+    cache.add(key, 0, timeout=7200)
+    cache.incr(key)
+
+
+class AccountCeilingBackend:
+    """Before the password backend: refuses, unchecked, an attempt on a username
+    that is past its hourly ceiling of failures and was tried less than
+    LOGIN_ACCOUNT_SLOW_SECONDS ago; otherwise lets the next backends decide."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        limit = settings.LOGIN_ACCOUNT_FAILURES_PER_HOUR
+        name = username_of(request, {"username": username})
+        if not limit or not name or (cache.get(_failures_key(name)) or 0) < limit:
+            return None
+        gap = settings.LOGIN_ACCOUNT_SLOW_SECONDS
+        if cache.add(f"login-slow:{name}", 1, timeout=gap):
+            return None  # the one attempt of this gap is checked
+        if request is not None:
+            request.login_slowed = gap
+        raise PermissionDenied  # it never logs anyone in, so it has no get_user
+
+
+class SlowedAuthenticationForm(AuthenticationForm):
+    """The login form, saying so when the attempt was refused unchecked (AccountCeilingBackend)
+    rather than calling the password wrong."""
+
+    def clean(self):
+        try:
+            return super().clean()
+        except ValidationError:
+            seconds = getattr(self.request, "login_slowed", None)
+            if seconds:
+                raise ValidationError(_(
+                    "This account had too many failed logins in the last hour; only one try "
+                    "every %(seconds)s seconds is checked. Wait a moment and try again."),
+                    code="slowed", params={"seconds": seconds}) from None
+            raise
+
+
+class SlowedAdminAuthenticationForm(SlowedAuthenticationForm, AdminAuthenticationForm):
+    """The admin's login form (staff only), saying so too."""
 
 
 class ThrottledPasswordChangeForm(PasswordChangeForm):

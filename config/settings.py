@@ -174,8 +174,10 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # turns a locked-out login into its 429 page
 ]
-# Axes first: it refuses a locked-out login before any password is checked.
+# Axes first: it refuses a locked-out login before any password is checked; then the account
+# ceiling (config/auth.py).
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
+                           "config.auth.AccountCeilingBackend",
                            "django.contrib.auth.backends.ModelBackend"]
 
 ROOT_URLCONF = "config.urls"
@@ -433,6 +435,10 @@ LOGGING = {
 # minutes (django-axes, config/auth.py); the counts live in the database, shared by workers.
 LOGIN_FAILURES_ALLOWED = env_int("LOGIN_FAILURES_ALLOWED", 5, minimum=1)
 LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=1)
+# Failed logins of one username in an hour, from any addresses, past which it is slowed to
+# one checked attempt every LOGIN_ACCOUNT_SLOW_SECONDS (config/auth.py); 0: no ceiling.
+LOGIN_ACCOUNT_FAILURES_PER_HOUR = env_int("LOGIN_ACCOUNT_FAILURES_PER_HOUR", 50)
+LOGIN_ACCOUNT_SLOW_SECONDS = env_int("LOGIN_ACCOUNT_SLOW_SECONDS", 30, minimum=1)
 AXES_FAILURE_LIMIT = LOGIN_FAILURES_ALLOWED
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]

@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from config import metrics
-from config.auth import ThrottledPasswordChangeView
+from config.auth import SlowedAuthenticationForm, ThrottledPasswordChangeView
 from loans.api import bursts as api_bursts
 from loans.api import buy as api_buy
 from loans.api import ledger as api_ledger
@@ -58,7 +58,8 @@ urlpatterns = [
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(
+        authentication_form=SlowedAuthenticationForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password/", ThrottledPasswordChangeView.as_view(),
          name="password_change"),

@@ -13,6 +13,7 @@ from datetime import date
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+import time_machine
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
@@ -479,3 +480,21 @@ def test_query_values_are_data_not_sql(client, operator, tenant, value):
     response = client.get("/api/v1/contracts/", {"tenant": value, "status": value})
     assert response.status_code == 200 and response.json()["count"] == 0
     assert Tenant.objects.filter(slug="vision").exists()
+
+
+def test_many_addresses_guessing_one_account_are_slowed_not_locking_its_owner_out(db, settings):
+    settings.AXES_FAILURE_LIMIT = 3
+    settings.LOGIN_ACCOUNT_FAILURES_PER_HOUR = 20
+    settings.LOGIN_ACCOUNT_SLOW_SECONDS = 30
+    make_user("lead")
+    with time_machine.travel("2026-12-04 10:00:00Z", tick=False) as clock:
+        for k in range(40):  # two guesses each from twenty addresses
+            Client(REMOTE_ADDR=f"198.51.100.{k // 2}").post(
+                "/en/accounts/login/", {"username": "lead", "password": "wrong"})
+        owner = Client(REMOTE_ADDR="203.0.113.20")
+        refused = owner.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD})
+        assert refused.status_code == 200  # refused unchecked, and said so
+        assert "only one try every 30 seconds is checked" in refused.content.decode()
+        clock.shift(31)
+        assert owner.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD}
+                          ).status_code == 302
