@@ -327,6 +327,8 @@ INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per n
 # Unknown or revoked node tokens a client address may send in a minute before every request
 # from it is answered 429 for the rest of the minute (token guessing); 0: no limit.
 INGEST_UNKNOWN_TOKENS_PER_MINUTE = env_int("INGEST_UNKNOWN_TOKENS_PER_MINUTE", 20)
+# History files one user may have read on the advice pages in a minute; 0: no limit.
+ADVICE_UPLOADS_PER_MINUTE = env_int("ADVICE_UPLOADS_PER_MINUTE", 6)
 
 # Prometheus at /metrics (config/metrics.py): a scraper sends METRICS_TOKEN as a bearer token or
 # scrapes from one of METRICS_ALLOWED_NETWORKS (loopback unless set; "" allows none).

@@ -102,11 +102,31 @@ def _named(problems: list[str]) -> list[str]:
     return problems
 
 
+def _rows(lines: list[str]):
+    """The CSV's rows, then None in place of one csv cannot read (a field past its size
+    limit), after which nothing more is read."""
+    reader = csv.reader(io.StringIO("\n".join(lines)))
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error:
+            yield None
+            return
+        yield row
+
+
 def _csv(lines: list[str], gaps_as_idle: bool) -> History:
     usage: dict[datetime, float] = {}
     lines_of: dict[datetime, int] = {}
     problems = []
-    for number, row in enumerate(csv.reader(io.StringIO("\n".join(lines[1:]))), start=2):
+    for number, row in enumerate(_rows(lines[1:]), start=2):
+        if row is None:
+            problems.append(_("line %(line)s: a field is longer than %(kib)s KiB; no usage "
+                              "history has one") % {"line": number,
+                                                    "kib": csv.field_size_limit() // 1024})
+            break
         if not row or not "".join(row).strip():
             continue
         if len(row) != 2:

@@ -3,11 +3,13 @@ operators (/advise/) and for a tenant's lead (/tenants/<slug>/advise/, linked fr
 page without a contract). The file is read, priced and forgotten; nothing is stored. A
 tenant's page may instead read the tenant's Slurm accounting as imported (`source=slurm`)."""
 
+import time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -20,7 +22,9 @@ from loans.services.history import HistoryError, read_history
 from loans.web.views import operator_required
 from metering.usage import slurm
 
-MAX_BYTES = 16 * 1024 * 1024
+# Under the shipped nginx's client_max_body_size (9 MiB), so the page, not the proxy, says
+# what is too large; three years of hourly rows take under 1 MiB.
+MAX_BYTES = 8 * 1024 * 1024
 
 
 class HistoryForm(forms.Form):
@@ -61,12 +65,33 @@ class HistoryForm(forms.Form):
                                         % {"name": name[:64]}) from None
 
 
+def _too_often(request: HttpRequest) -> int:
+    """Seconds to wait when this user has asked ADVICE_UPLOADS_PER_MINUTE times this minute
+    (each reading takes a worker for up to a few seconds), else 0."""
+    limit = settings.ADVICE_UPLOADS_PER_MINUTE
+    if not limit:
+        return 0
+    key = f"advice-uploads:{request.user.pk}:{int(time.time() // 60)}"
+    cache.add(key, 0, timeout=120)
+    if cache.incr(key) > limit:
+        return 60 - int(time.time() % 60)
+    return 0
+
+
 def _page(request: HttpRequest, tenant=None) -> HttpResponse:
     context = {"tenant": tenant, "currency": settings.DEFAULT_CURRENCY,
                "from_slurm": tenant is not None and slurm.has_history(tenant.pk)}
     if request.method != "POST":
         context["form"] = HistoryForm()
         return render(request, "loans/advise.html", context)
+    wait = _too_often(request)
+    if wait:
+        context.update(form=HistoryForm(), too_often=_(
+            "You have asked %(count)s times this minute; ask again in %(seconds)s seconds.")
+            % {"count": settings.ADVICE_UPLOADS_PER_MINUTE, "seconds": wait})
+        response = render(request, "loans/advise.html", context, status=429)
+        response["Retry-After"] = str(wait)
+        return response
     form = HistoryForm(request.POST, request.FILES)
     from_slurm = context["from_slurm"] and request.POST.get("source") == "slurm"
     form.fields["history"].required = not from_slurm

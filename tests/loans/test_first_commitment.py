@@ -9,6 +9,7 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 import pytest
+import time_machine
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -313,3 +314,42 @@ def test_a_tenant_without_slurm_history_is_not_offered_it(tenant, catalogue, cli
     refused = client.post("/en/tenants/vision/advise/", {"source": "slurm", "term_months": 12,
                                                          "time_zone": "UTC"})
     assert refused.status_code == 400  # no file, and no Slurm history to read instead
+
+
+def test_a_field_past_csvs_size_limit_is_named_not_a_server_error(client, operator, catalogue):
+    text = "ts,gpus\n2026-08-01T00:00:00Z,1\n2026-08-01T01:00:00Z," + "9" * 200_000 + "\n"
+    with pytest.raises(HistoryError) as error:
+        read_history(text)
+    assert error.value.problems == [
+        "line 3: a field is longer than 128 KiB; no usage history has one"]
+    client.force_login(operator)
+    upload = SimpleUploadedFile("long.csv", text.encode(), "text/csv")
+    answer = client.post("/en/advise/", {"history": upload, "time_zone": "UTC",
+                                         "term_months": 12})
+    assert answer.status_code == 400
+    assert b"a field is longer than 128 KiB" in answer.content
+
+
+def test_a_file_the_proxy_would_pass_is_read_and_one_over_the_limit_refused(
+        client, operator, catalogue):
+    client.force_login(operator)
+    big = SimpleUploadedFile("big.csv", b"ts,gpus\n" + b" " * (8 * 2**20), "text/csv")
+    answer = client.post("/en/advise/", {"history": big, "time_zone": "UTC",
+                                         "term_months": 12})
+    assert answer.status_code == 400
+    assert b"The file is larger than 8 MiB." in answer.content
+
+
+def test_a_user_asking_too_often_is_told_when_to_ask_again(client, operator, catalogue,
+                                                           settings):
+    settings.ADVICE_UPLOADS_PER_MINUTE = 2
+    client.force_login(operator)
+    with time_machine.travel("2026-12-04 10:00:10Z", tick=False):
+        answers = []
+        for _ in range(3):
+            upload = SimpleUploadedFile("month.csv", hourly_csv(800).encode(), "text/csv")
+            answers.append(client.post("/en/advise/", {
+                "history": upload, "time_zone": "UTC", "term_months": 12}))
+    assert [a.status_code == 429 for a in answers] == [False, False, True]
+    assert answers[2]["Retry-After"] == "50"
+    assert b"You have asked 2 times this minute; ask again in 50 seconds." in answers[2].content
