@@ -4,6 +4,7 @@ application keeps answering."""
 
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -20,12 +21,38 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 WORKERS = 2
 
 
-def nginx_config(folder: Path, listen: int, upstream: int) -> Path:
-    """The shipped server block, pointed at this test's ports, inside a minimal main file."""
+NAME = "gpuloans.example.com"
+
+
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for NAME, made for the test."""
+    cert, key = folder / "gpuloans.pem", folder / "gpuloans.key"
+    made = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-subj", f"/CN={NAME}", "-addext", f"subjectAltName=DNS:{NAME}",
+         "-keyout", str(key), "-out", str(cert)], capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    return cert, key
+
+
+def nginx_config(folder: Path, ports: dict[str, int], upstream: int) -> Path:
+    """The shipped file, pointed at this test's ports and a test certificate, inside a
+    minimal main file. ports: "http" and "https" for the file's own listeners, and "plain",
+    a plain-HTTP listener added to the application's server (the slow clients speak no TLS)."""
+    cert, key = make_certificate(folder)
     site = (ROOT / "deploy/nginx/gpuloans.conf").read_text()
-    site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream};")
-    site = site.replace("listen 80;", f"listen 127.0.0.1:{listen};")
-    assert f"127.0.0.1:{upstream}" in site and f"127.0.0.1:{listen}" in site
+    http, https, plain = (f"127.0.0.1:{ports[k]}" for k in ("http", "https", "plain"))
+    for old, new in [
+        ("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream};"),
+        ("listen 80 default_server;", f"listen {http} default_server;"),
+        ("listen 443 ssl http2 default_server;", f"listen {https} ssl http2 default_server;"),
+        ("listen 80;", f"listen {http};"),
+        ("listen 443 ssl http2;", f"listen {https} ssl http2;\n    listen {plain};"),
+        ("/etc/ssl/certs/gpuloans.pem", str(cert)),
+        ("/etc/ssl/private/gpuloans.key", str(key)),
+    ]:
+        assert old in site, old
+        site = site.replace(old, new)
     for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (folder / sub).mkdir(exist_ok=True)
     main = folder / "nginx.conf"
@@ -49,11 +76,12 @@ http {{
 
 @pytest.fixture
 def nginx(tmp_path):
+    """start(upstream) runs the shipped file and returns its ports (nginx -t passes first)."""
     processes = []
 
-    def start(upstream: int) -> int:
-        port = free_port()
-        config = nginx_config(tmp_path, port, upstream)
+    def start(upstream: int) -> dict[str, int]:
+        ports = {name: free_port() for name in ("http", "https", "plain")}
+        config = nginx_config(tmp_path, ports, upstream)
         check = subprocess.run([NGINX, "-t", "-c", str(config), "-p", str(tmp_path)],
                                capture_output=True, text=True)
         assert check.returncode == 0, check.stderr
@@ -62,8 +90,9 @@ def nginx(tmp_path):
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return port
+                for port in ports.values():
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return ports
             except OSError:
                 time.sleep(0.1)
         raise AssertionError("nginx did not listen within 10 s")
@@ -72,6 +101,41 @@ def nginx(tmp_path):
     for process in processes:
         process.terminate()
         process.wait(timeout=10)
+
+
+def ask(port: int, host: str, tls: bool = False) -> bytes:
+    """The raw answer to GET /healthz for `host` (b"" when nginx closes unanswered)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        sock = raw
+        if tls:
+            context = ssl.create_default_context()
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            sock = context.wrap_socket(raw, server_hostname=host)
+        sock.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+                     .encode())
+        answer = b""
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+        return answer
+
+
+def test_the_shipped_config_serves_its_own_name_over_tls_only(nginx):
+    ports = nginx(free_port())  # no application behind it: nginx's own answers are tested
+    redirect = ask(ports["http"], NAME)
+    assert redirect.startswith(b"HTTP/1.1 301")
+    assert f"Location: https://{NAME}/healthz".encode() in redirect
+    assert ask(ports["http"], "evil.example") == b""  # any other name: closed unanswered
+    assert ask(ports["http"], "127.0.0.1") == b""
+    answer = ask(ports["https"], NAME, tls=True)
+    assert answer.startswith(b"HTTP/1.1 502")  # reached the proxying server
+    headers = answer.split(b"\r\n\r\n")[0].decode()
+    assert "Strict-Transport-Security: max-age=31536000" in headers
+    assert "Server: nginx\r\n" in headers + "\r\n"  # no version
+    assert b"nginx/" not in answer
+    assert ask(ports["https"], "evil.example", tls=True) == b""
 
 
 def slow_clients(port: int, count: int, token: str) -> list[socket.socket]:
@@ -106,7 +170,7 @@ def healthz(port: int, timeout: float) -> int | None:
 def test_slow_clients_starve_gunicorn_alone_but_not_behind_nginx(server, nginx):
     token = Node.objects.create(name="gpu-node-01").issue_token()
     app = server(TRUSTED_PROXIES="127.0.0.1/32")  # two sync workers
-    front = nginx(app.port)
+    front = nginx(app.port)["plain"]
     assert healthz(front, 5) == 200
 
     # Straight at gunicorn: as many slow clients as workers, and /healthz gets no answer.
