@@ -10,6 +10,24 @@ from django.contrib.admin.apps import AdminConfig
 from django.urls import path, reverse
 from django.utils.translation import gettext_lazy as _
 
+from core.roles import is_operator
+
+
+class OperatorWrites:
+    """Mixed into every model admin of the site: a write (add, change, delete, and the actions
+    that need them) needs the operator role as well as the model's permission, as the API asks
+    (core.roles); a staff user holding one permission outside the operators group only
+    reads what its permissions show."""
+
+    def has_add_permission(self, request, *args) -> bool:
+        return is_operator(request.user) and super().has_add_permission(request, *args)
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return is_operator(request.user) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return is_operator(request.user) and super().has_delete_permission(request, obj)
+
 
 class GpuLoansAdminSite(admin.AdminSite):
     site_header = "gpuloans"
@@ -24,6 +42,8 @@ class GpuLoansAdminSite(admin.AdminSite):
         admin_class = admin_class or admin.ModelAdmin
         if not issubclass(admin_class, ReadableInput):
             admin_class = type(admin_class.__name__, (ReadableInput, admin_class), {})
+        if not issubclass(admin_class, OperatorWrites):
+            admin_class = type(admin_class.__name__, (OperatorWrites, admin_class), {})
         super().register(model_or_iterable, admin_class, **options)
 
     def login(self, request, extra_context=None):

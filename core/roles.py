@@ -1,15 +1,23 @@
-"""Who is an operator. A role, not a flag: an active staff user who may view every tenant, as
-the operators group grants (loans.apps keeps it holding every permission of the product's
-models; a superuser holds every permission). A staff user without it sees what a member sees,
-as the admin shows such a user nothing. Permissions are named as strings, so nothing of an
-app is imported here."""
+"""Who is an operator. A role, not a flag or one permission: an active staff user in the
+operators group (loans.apps keeps it holding every permission of the product's models), or a
+superuser. Only operators read every tenant's statements, usage and the fleet page, and only
+operators write, in the admin as in the API, each write needing the model's permission too
+(config.admin). A staff user outside the group sees, outside the admin, what a member sees,
+whatever single permissions it holds. Permissions are named as strings, so nothing of an app
+is imported here."""
 
 OPERATORS = "operators"  # the group whose members run the fleet
 
 
 def is_operator(user) -> bool:
-    return bool(user.is_authenticated and user.is_active and user.is_staff
-                and user.has_perm("loans.view_tenant"))
+    if not (user.is_authenticated and user.is_active and user.is_staff):
+        return False
+    if user.is_superuser:
+        return True
+    cached = getattr(user, "_gpuloans_operator", None)
+    if cached is None:  # one query a request, however many times it is asked
+        cached = user._gpuloans_operator = user.groups.filter(name=OPERATORS).exists()
+    return cached
 
 
 def may(user, permission: str) -> bool:

@@ -18,10 +18,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.test import Client, RequestFactory
+from django.urls import reverse
 
 from core.clientip import client_ip
 from loans.access import OPERATORS
-from loans.models import Contract, Plan, Tenant
+from loans.models import Amendment, Contract, Plan, Tenant
 from loans.models.fields import validate_webhook_url
 from loans.services import webhooks
 from metering.models import Node
@@ -181,14 +182,43 @@ def test_a_member_of_the_operators_group_runs_the_fleet(client, tenant, plan):
                         content_type="application/json").status_code == 200
 
 
-def test_an_operator_may_read_without_being_allowed_to_write(client, tenant):
-    user = new_user("auditor", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_tenant"))
-    client.force_login(user)
-    assert client.get("/api/v1/tenants/").status_code == 200
+def with_permissions(name: str, *codenames: str):
+    user = new_user(name, is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return user
+
+
+def test_one_view_permission_outside_the_operators_group_reads_no_other_tenant(
+        client, tenant, contract):
+    """The pages showed every tenant's statements, usage and the fleet to such a user, which
+    the admin refused: the stricter answer holds everywhere."""
+    client.force_login(with_permissions("auditor", "view_tenant"))
+    assert client.get("/en/tenants/vision/").status_code == 404
+    assert client.get("/en/tenants/vision/periods.csv").status_code == 404
+    assert client.get("/en/fleet/").status_code == 403
+    assert client.get(f"/api/v1/contracts/{contract.pk}/statements").status_code == 404
+    assert client.get("/api/v1/tenants/vision/usage").status_code == 404
+    assert client.get("/api/v1/tenants/").status_code == 403
     assert client.patch("/api/v1/tenants/vision/", {"name": "x"},
                         content_type="application/json").status_code == 403
-    assert client.post("/api/v1/plans/", {"name": "x"}).status_code == 403
+    # The admin shows what the permission allows, read-only.
+    assert client.get(reverse("admin:loans_tenant_changelist")).status_code == 200
+    change = reverse("admin:loans_tenant_change", args=[tenant.pk])
+    assert client.post(change, {"slug": "vision", "name": "x"}).status_code == 403
+
+
+def test_one_add_permission_outside_the_operators_group_amends_nothing(client, contract):
+    """A staff user holding only add_amendment cut a commitment in the admin, which the API
+    refused."""
+    client.force_login(with_permissions("clerk", "add_amendment", "view_contract"))
+    add = reverse("admin:loans_amendment_add")
+    assert client.get(add, {"contract": contract.pk}).status_code == 403
+    assert client.post(add, {"contract": contract.pk, "from_number": 3,
+                             "committed_gpu_hours": "1", "reason": "r"}).status_code == 403
+    assert client.post(f"/api/v1/contracts/{contract.pk}/amendments", {
+        "from_period": 3, "changes": {"committed_gpu_hours": "1"}, "reason": "r"},
+        content_type="application/json").status_code in (403, 404)
+    assert not Amendment.objects.exists()
 
 
 def test_the_create_operator_command_makes_an_operator(db, capsys):
