@@ -13,22 +13,6 @@ from django.utils.translation import gettext_lazy as _
 from core.roles import is_operator
 
 
-class OperatorWrites:
-    """Mixed into every model admin of the site: a write (add, change, delete, and the actions
-    that need them) needs the operator role as well as the model's permission, as the API asks
-    (core.roles); a staff user holding one permission outside the operators group only
-    reads what its permissions show."""
-
-    def has_add_permission(self, request, *args) -> bool:
-        return is_operator(request.user) and super().has_add_permission(request, *args)
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return is_operator(request.user) and super().has_change_permission(request, obj)
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return is_operator(request.user) and super().has_delete_permission(request, obj)
-
-
 class GpuLoansAdminSite(admin.AdminSite):
     site_header = "gpuloans"
     site_title = "gpuloans"
@@ -42,9 +26,13 @@ class GpuLoansAdminSite(admin.AdminSite):
         admin_class = admin_class or admin.ModelAdmin
         if not issubclass(admin_class, ReadableInput):
             admin_class = type(admin_class.__name__, (ReadableInput, admin_class), {})
-        if not issubclass(admin_class, OperatorWrites):
-            admin_class = type(admin_class.__name__, (OperatorWrites, admin_class), {})
         super().register(model_or_iterable, admin_class, **options)
+
+    def has_permission(self, request) -> bool:
+        """The admin is the operators' (core.roles): a staff user outside the operators group
+        holding single permissions reads and writes nothing here, as in the API and the
+        pages; within the role, each model's permissions still apply."""
+        return is_operator(request.user)
 
     def login(self, request, extra_context=None):
         """The admin's login form says so when an attempt was refused unchecked

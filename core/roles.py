@@ -1,8 +1,8 @@
 """Who is an operator. A role, not a flag or one permission: an active staff user in the
 operators group (loans.apps keeps it holding every permission of the product's models), or a
-superuser. Only operators read every tenant's statements, usage and the fleet page, and only
-operators write, in the admin as in the API, each write needing the model's permission too
-(config.admin). A staff user outside the group sees, outside the admin, what a member sees,
+superuser. Only operators read every tenant's statements, usage and the fleet page, only they
+use the admin (config.admin), and only they write, in the admin as in the API, each write
+needing the model's permission too. A staff user outside the group sees what a member sees,
 whatever single permissions it holds. Permissions are named as strings, so nothing of an app
 is imported here."""
 
