@@ -37,19 +37,20 @@ def _money(value: Decimal) -> str:
 
 
 def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
-    """Commitment used, projected overage or unused, completeness: for the period running."""
+    """Commitment used, projected overage or unused, completeness: for the period running
+    (with no commitment, C = 0: projected overage and completeness)."""
     period = contract.period_at(now)
     if period is None:
         return []
     figures = dashboard.figures(contract, period, now)
     committed, terms = figures.committed_gpu_hours, figures.terms
-    if committed <= 0:
-        return []
     out = []
     subject = f"contract:{contract.pk}:period:{period.index + 1}"
     tenant = contract.tenant
-    used = figures.used_gpu_hours / committed * 100
-    crossed = next((t for t in THRESHOLDS if used >= t), None)
+    # A contract committing nothing (pay as you go at the overage rate) has no share of a
+    # commitment to cross, but its projected overage and its completeness are alerted alike.
+    used = figures.used_gpu_hours / committed * 100 if committed > 0 else 0
+    crossed = next((t for t in THRESHOLDS if used >= t), None) if committed > 0 else None
     if crossed is not None:
         wording = worded(gettext_noop(
             "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "

@@ -112,6 +112,15 @@ def test_projected_overage_opens_and_clears_when_the_commitment_covers_it(contra
     assert "projected_unused" in [a.kind for a in run.opened]
 
 
+def test_a_contract_committing_nothing_is_alerted_of_its_projected_overage(contract, metered):
+    """Pay as you go (C = 0) got no alert at all where C = 1 with the same usage got three."""
+    commit(contract, 0)
+    run = evaluate_alerts(NOW)
+    kinds = {a.kind for a in run.opened if a.tenant_id == contract.tenant_id}
+    assert "projected_overage" in kinds
+    assert not kinds & {"commitment_used", "projected_unused"}  # no commitment to share
+
+
 def test_gpus_held_idle_for_an_hour_raise_an_alert_with_their_cost(client, contract, metered):
     last_hour = NOW - timedelta(hours=1)
     post(client, metered, [{"gpu_uuid": "GPU-idle", "gpu_index": 7, "ts": last_hour.isoformat(),
