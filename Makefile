@@ -12,7 +12,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test quick install install-dev lint debian bench-ingest bench-agent bench-dashboard \
-	bench-backtest bench-jobs bench-soak bench-pages bench-trigger
+	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +70,10 @@ bench-agent: install-dev
 # The tenant page and burn-down API on a 1,000-GPU tenant with a year of rollups (PostgreSQL).
 bench-dashboard: install-dev
 	$(BIN)/python bench/dashboard.py
+
+# What a refused batch of 5,000 made-up devices costs the endpoint (PostgreSQL).
+bench-refusal: install-dev
+	$(BIN)/python bench/refusal.py
 
 # The rollup trigger's PostgreSQL CPU a batch, before and after migration metering 0014.
 bench-trigger: install-dev

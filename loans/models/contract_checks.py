@@ -45,11 +45,16 @@ class ContractChecks:
         self._clean_history(refuse)
         if "time_zone" not in errors and self._time_zone_is_valid():
             self._place()
-            misaligned = [p.start for p in self.periods() if not billing.hour_aligned(p.start)]
+            periods = self.periods()
+            # Each period's start and the last one's end: a zone whose offset has a half hour
+            # for part of the year may start on the hour and end off it.
+            edges = [p.start for p in periods] + [periods[-1].end] if periods else []
+            misaligned = [edge for edge in edges if not billing.hour_aligned(edge)]
             if misaligned:
                 refuse("time_zone", _(
-                    "Periods in %(zone)s would start off the hour in UTC (%(when)s); usage is "
-                    "metered by the UTC hour, so choose a zone with a whole-hour offset.")
+                    "Periods in %(zone)s would start or end off the hour in UTC (%(when)s); "
+                    "usage is metered by the UTC hour, so choose a zone with a whole-hour "
+                    "offset.")
                     % {"zone": self.time_zone, "when": misaligned[0].isoformat()})
             elif self.status in self.HOLDING and self.tenant_id:
                 clash = self.overlapping().first()

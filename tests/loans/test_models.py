@@ -85,6 +85,10 @@ def test_an_explicit_overage_rate_on_the_plan_survives_a_rate_override(tenant, p
      "cannot be below the committed rate"),
     ({"time_zone": "Mars/Olympus"}, "time_zone", "is not an IANA time zone"),
     ({"time_zone": "Asia/Kolkata"}, "time_zone", "off the hour in UTC"),
+    # Starts at 13:00 UTC (daylight time, +11) and would end at 13:30 (+10:30): the straddling
+    # hour billed 1.0 GPU-h where 0.5 belonged to it.
+    ({"time_zone": "Australia/Lord_Howe", "starts_on": date(2026, 3, 15), "term_months": 1},
+     "time_zone", "start or end off the hour in UTC (2026-04-14T13:30:00+00:00)"),
     ({"overage_multiplier": D("0.5")}, "__all__", "must be at least 1"),
 ])
 def test_an_impossible_contract_is_refused_with_a_clear_message(
