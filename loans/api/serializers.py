@@ -64,12 +64,29 @@ class ContractSerializer(ModelCleanMixin, serializers.ModelSerializer):
     contract's terms then change only by an amendment (/api/v1/contracts/{id}/amendments)."""
 
     tenant = serializers.SlugRelatedField(slug_field="slug", queryset=Tenant.objects.all())
+    terms_in_force = serializers.SerializerMethodField(
+        help_text="The terms of the period running now (the signed ones with the amendments in "
+                  "force at its start), with that period's number; the contract's own fields "
+                  "are the terms signed.")
 
     class Meta:
         model = Contract
         fields = "__all__"
         # Copied from the plan at signing, never chosen on their own.
         read_only_fields = ["ends_on", "created_at", "currency", "gpu_model"]
+
+    def get_terms_in_force(self, contract: Contract) -> dict | None:
+        if not contract.pk or not contract.is_signed:
+            return None
+        now = timezone.now()
+        periods = contract.periods()
+        running = contract.period_at(now)
+        index = running.index if running else (0 if now < periods[0].start else len(periods) - 1)
+        terms = contract.terms_for(index)
+        return {"period": index + 1,
+                **{name: str(getattr(terms, name)) for name in (
+                    "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
+                    "committed_rate", "overage_rate")}}
 
 
 def _moment(raw: str, zone: ZoneInfo, name: str) -> datetime:

@@ -49,7 +49,9 @@ class ContractViewSet(OperatorViewSet):
     serializer_class = ContractSerializer
 
     def get_queryset(self):
-        contracts = Contract.objects.select_related("tenant", "plan")
+        # Amendments with each contract: the terms in force are read without a query a row.
+        contracts = Contract.objects.select_related("tenant", "plan").prefetch_related(
+            "amendments")
         if tenant := self.request.query_params.get("tenant"):
             contracts = contracts.filter(tenant__slug=tenant)
         if state := self.request.query_params.get("status"):

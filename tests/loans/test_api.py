@@ -3,15 +3,17 @@
 import csv
 import io
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal as D
 
 import pytest
+import time_machine
 from django.db import DatabaseError, transaction
 from django.test import Client
 from django.utils import timezone
 
 from loans.models import ApiToken, Contract, Plan, Tenant
+from loans.services.amendments import amend
 from metering.models import AttributionRule, Gpu, Node, UsageSample
 from metering.usage import floor_hour, rebuild_rollups
 
@@ -198,6 +200,17 @@ def test_a_contract_signed_over_the_api_copies_its_plan_and_changes_only_by_amen
     assert "only by an amendment" in str(patched.json()["committed_rate"])
     contract.refresh_from_db()
     assert contract.committed_rate == 10
+
+
+def test_a_contract_shows_the_terms_in_force_beside_those_signed(client, operator, contract):
+    amend(contract=contract, changes={"committed_gpu_hours": "3000", "committed_rate": "12"},
+          from_period=1, reason="renegotiated", now=datetime(2026, 11, 10, tzinfo=UTC))
+    with time_machine.travel(datetime(2026, 12, 5, tzinfo=UTC), tick=False):
+        shown = client.get(f"/api/v1/contracts/{contract.pk}/", **bearer(operator)).json()
+    assert (shown["committed_gpu_hours"], shown["committed_rate"]) == ("1000.00", "10.0000")
+    assert shown["terms_in_force"] == {
+        "period": 2, "base_quota_gpus": "8", "max_quota_gpus": "16",
+        "committed_gpu_hours": "3000.00", "committed_rate": "12.0000", "overage_rate": "12.0000"}
 
 
 @pytest.mark.parametrize("field", ["tenant", "plan"])
