@@ -10,6 +10,7 @@ as the NVML collector names them. The NVIDIA device plugin names whole GPUs by U
 index with DEVICE_ID_STRATEGY=index; both are understood.
 """
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -22,6 +23,16 @@ from agent.readings import Reading
 
 TIMEOUT_S = 5.0
 REPLICA = "::"
+# After a kubelet restart gRPC waits out its reconnect backoff (up to 2 minutes) before it
+# dials again, and by default shares its subchannels process-wide, so a new channel inherits
+# the wait: a poll every 15 s would find the kubelet back only 20 to 55 s after it is. A short
+# backoff and a channel-local pool answer at the next poll; an unavailable channel is also
+# dropped, so the next read dials afresh.
+CHANNEL_OPTIONS = [("grpc.initial_reconnect_backoff_ms", 100),
+                   ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 1000),
+                   ("grpc.use_local_subchannel_pool", 1)]
+log = logging.getLogger("gpuloans-agent")
 
 
 def _ids_of(reading: Reading) -> tuple[str, ...]:
@@ -67,14 +78,21 @@ class KubeletSource:
     def __init__(self, socket: str = KUBELET_SOCKET, *, resource_prefix: str = "nvidia.com/"):
         self.socket, self.prefix = socket, resource_prefix
         self._channel: grpc.Channel | None = None
+        self._conflicts: set[tuple] = set()  # devices listed for several containers, logged
 
     def _stub(self) -> PodResourcesListerStub:
         if not os.path.exists(self.socket):
             raise HolderError(f"no kubelet pod-resources socket at {self.socket} (mount "
                               "/var/lib/kubelet/pod-resources read-only into the agent)")
         if self._channel is None:
-            self._channel = grpc.insecure_channel(f"unix://{self.socket}")
+            self._channel = grpc.insecure_channel(f"unix://{self.socket}",
+                                                  options=CHANNEL_OPTIONS)
         return PodResourcesListerStub(self._channel)
+
+    def _drop_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
 
     def read(self) -> KubeletHoldings:
         stub = self._stub()
@@ -82,21 +100,40 @@ class KubeletSource:
             assigned = stub.List(api.ListPodResourcesRequest(), timeout=TIMEOUT_S)
             known = self._allocatable(stub)
         except grpc.RpcError as error:
+            if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                self._drop_channel()  # a restarted kubelet: dial afresh next time
             raise HolderError(f"kubelet at {self.socket}: {error.code().name}: "
                               f"{error.details()}") from None
-        owners = {}
+        listed: dict[str, list[dict[str, str]]] = {}
         for pod in assigned.pod_resources:
             for container in pod.containers:
                 owner = {"namespace": pod.namespace, "pod": pod.name,
                          "container": container.name}
                 for devices in container.devices:
                     if devices.resource_name.startswith(self.prefix):
-                        owners.update(dict.fromkeys(devices.device_ids, owner))
+                        for device in devices.device_ids:
+                            listed.setdefault(device, []).append(owner)
+        owners = {device: self._one_of(device, holders) for device, holders in listed.items()}
         replicas: dict[str, list[str]] = {}
         for device in sorted(known | set(owners)):
             if REPLICA in device:
                 replicas.setdefault(device.split(REPLICA, 1)[0], []).append(device)
         return KubeletHoldings(owners, {gpu: tuple(ids) for gpu, ids in replicas.items()})
+
+    def _one_of(self, device: str, holders: list[dict[str, str]]) -> dict[str, str]:
+        """The container a device is billed to when the kubelet lists it for several (which
+        it should not, and in no promised order): the first by namespace, pod and container,
+        so the same one every poll; the conflict is logged once while it lasts."""
+        chosen = min(holders, key=lambda o: (o["namespace"], o["pod"], o["container"]))
+        if len(holders) > 1:
+            key = (device, tuple(sorted(tuple(o.values()) for o in holders)))
+            if key not in self._conflicts:
+                self._conflicts.add(key)
+                log.warning("the kubelet lists %s for %d containers (%s); billed to %s/%s/%s, "
+                            "the first by namespace, pod and container", device, len(holders),
+                            ", ".join("/".join(o.values()) for o in holders),
+                            chosen["namespace"], chosen["pod"], chosen["container"])
+        return chosen
 
     def _allocatable(self, stub: PodResourcesListerStub) -> set[str]:
         """Every device id of the GPU resources; empty where the kubelet predates the call
