@@ -94,6 +94,7 @@ class Plan:
     new: dict[str, "_New"] = field(default_factory=dict)
     moving: dict[str, int] = field(default_factory=dict)  # physical uuid -> its id
     spooled: set[int] = field(default_factory=set)  # positions within this node's old tenure
+    hours: list | None = None  # each sample's hours (hours_of)
 
     def refuse(self, k: int, why: tuple[str, str, int | None]) -> None:
         self.errors[k] = why
@@ -113,12 +114,13 @@ class _New:
 def resolve(node: Node, batch, now: datetime) -> Plan:
     """Each sample's physical GPU, or why its device is refused (metering.intake.protocol
     Columns); the limit (limit(), settled()) and the registration (register()) come next."""
+    here = node.pk  # a property: read once, not once a sample
     latest = {}
     for k, uuid in enumerate(batch.gpu_uuid):
         latest[uuid] = k  # the last sample of each device names its index, model, parent
     wholes = _refresh(node, latest, batch, now)
     out = Plan(keys=[None] * len(batch.gpu_uuid), ids=[None] * len(batch.gpu_uuid))
-    elsewhere = [uuid for uuid in latest if uuid in _gpus and _gpus[uuid].node_id != node.pk]
+    elsewhere = [uuid for uuid in latest if uuid in _gpus and _gpus[uuid].node_id != here]
     tenures = _own_tenures(node, elsewhere)
     # The physical GPU each device new to this process names, worked out once.
     keys = {uuid: _key(uuid, batch.gpu_index[k], batch.parent_uuid[k], node, wholes)
@@ -136,7 +138,7 @@ def resolve(node: Node, batch, now: datetime) -> Plan:
                     f"parent: {key} is a part of a GPU, not a GPU; name the physical GPU as "
                     "parent_uuid"), None)
                 continue
-            if parent is not None and parent.node_id != node.pk:
+            if parent is not None and parent.node_id != here:
                 if (parent.physical_id or parent.id) not in quiet:
                     refused[uuid] = (Reason.PARENT, (
                         f"parent: {uuid}'s GPU {key} is reported by node "
@@ -145,7 +147,7 @@ def resolve(node: Node, batch, now: datetime) -> Plan:
                 out.moving[key] = parent.id
             out.new[uuid] = _New(uuid, key, batch.gpu_index[k], batch.model[k] or "",
                                  batch.mem_total_mib[k], share_of(uuid, batch.fraction[k]))
-        elif known.node_id != node.pk and (known.physical_id or known.id) in quiet:
+        elif known.node_id != here and (known.physical_id or known.id) in quiet:
             out.moving[known.physical_uuid] = known.physical_id or known.id
     for k, uuid in enumerate(batch.gpu_uuid):
         known = _gpus.get(uuid)
@@ -153,7 +155,7 @@ def resolve(node: Node, batch, now: datetime) -> Plan:
             out.refuse(k, refused[uuid])
         elif known is None:
             out.keys[k] = out.new[uuid].key
-        elif known.node_id == node.pk or known.physical_uuid in out.moving:
+        elif known.node_id == here or known.physical_uuid in out.moving:
             out.keys[k] = known.physical_uuid
         elif _within(tenures.get(uuid, ()), batch.ts[k], batch.interval_s[k]):
             # Hours the node reported before the device moved away are still its own.
@@ -173,17 +175,24 @@ def _key(uuid: str, index: int | None, parent: str | None, node: Node,
     return physical_key(uuid, index, parent, node.name)
 
 
+def hours_of(batch, out: Plan) -> list[tuple[datetime, ...]]:
+    """The hours each sample covers, worked out once a batch and once for each distinct
+    (time, interval): an agent's batch repeats a few times over many GPUs."""
+    if out.hours is None:
+        known: dict[tuple, tuple] = {}
+        out.hours = [known.get(pair) or known.setdefault(
+            pair, tuple(hour for hour, _seconds, _starts in parts(*pair)))
+            for pair in zip(batch.ts, batch.interval_s, strict=True)]
+    return out.hours
+
+
 def settled(node: Node, batch, out: Plan) -> bool:
     """Whether every (hour, physical GPU) of the batch is one this process saw the node store:
     then the batch cannot take the node past its limit in any hour, and no query is needed."""
     seen = _hours_seen.get(node.pk, {})
-    for k, key in enumerate(out.keys):
-        if key is None:
-            continue
-        for hour, _seconds, _starts in parts(batch.ts[k], batch.interval_s[k]):
-            if key not in seen.get(hour, ()):
-                return False
-    return True
+    wanted = {(key, hour) for key, hours in zip(out.keys, hours_of(batch, out), strict=True)
+              if key is not None for hour in hours}
+    return all(key in seen.get(hour, ()) for key, hour in wanted)
 
 
 # The first key of the PostgreSQL advisory locks that guard a node's device limit (the second
@@ -209,11 +218,12 @@ def remember(node: Node, batch, out: Plan, rejected: set[int]) -> None:
     """The (hour, physical GPU)s the batch's stored samples (and duplicates of stored ones) put
     on the node: a later batch adding no other needs no query. `rejected`: batch indexes."""
     seen = _hours_seen[node.pk]
-    for k, key in enumerate(out.keys):
-        if key is None or batch.index[k] in rejected:
-            continue
-        for hour, _seconds, _starts in parts(batch.ts[k], batch.interval_s[k]):
-            seen.setdefault(hour, set()).add(key)
+    stored = {(key, hour) for k, (key, hours) in enumerate(
+              zip(out.keys, hours_of(batch, out), strict=True))
+              if key is not None and (not rejected or batch.index[k] not in rejected)
+              for hour in hours}
+    for key, hour in stored:
+        seen.setdefault(hour, set()).add(key)
     if len(seen) > 96:  # what a steady agent needs: the last few days' hours
         for hour in sorted(seen)[:-72]:
             del seen[hour]
@@ -238,8 +248,8 @@ def limit(node: Node, batch, out: Plan, now: datetime) -> None:
                 active.add(key)
             else:
                 out.refuse(k, _past_limit(node, batch, k, limit))
-    wanted = [(k, [hour for hour, _s, _starts in parts(batch.ts[k], batch.interval_s[k])])
-              for k, key in enumerate(out.keys) if key is not None]
+    wanted = [(k, hours) for k, (key, hours) in enumerate(
+              zip(out.keys, hours_of(batch, out), strict=True)) if key is not None]
     present = _present(node, {hour for _k, hours in wanted for hour in hours})
     seen = _hours_seen[node.pk]
     for hour, keys in present.items():  # what is stored, and so lasts
@@ -303,6 +313,7 @@ def _refresh(node: Node, latest: dict[str, int], batch, now: datetime) -> dict[i
     """Read the devices this process has not seen lately (and the physical GPUs that new ones
     name), and update what the agent reports differently of this node's own; returns the
     node's whole GPUs by index, where new MIG instances name no parent."""
+    here = node.pk
     clock = time.monotonic()
     stale = [uuid for uuid in latest if uuid not in _gpus
              or clock - _gpus[uuid].cached_at > GPU_CACHE_SECONDS]
@@ -320,7 +331,7 @@ def _refresh(node: Node, latest: dict[str, int], batch, now: datetime) -> dict[i
     seen = []
     for uuid, k in latest.items():
         known = _gpus.get(uuid)
-        if known is None or known.node_id != node.pk:
+        if known is None or known.node_id != here:
             continue
         seen.append(known.id)
         fields = {name: new for name, old, new in (
@@ -423,10 +434,13 @@ def register(node: Node, batch, out: Plan, now: datetime) -> None:
     """Register the new devices left with a sample to store (and the physical GPUs they name,
     where not registered), move the families arriving here, and give each sample left its
     device id."""
-    used = {batch.gpu_uuid[k] for k, key in enumerate(out.keys) if key is not None}
-    wanted = [n for n in out.new.values() if n.uuid in used]
+    here = node.pk
+    wanted = []
+    if out.new:  # the steady state has none: no pass over the batch for them
+        used = {batch.gpu_uuid[k] for k, key in enumerate(out.keys) if key is not None}
+        wanted = [n for n in out.new.values() if n.uuid in used]
     first: dict[str, datetime] = {}  # each arriving family's first sample in the batch
-    for k, key in enumerate(out.keys):
+    for k, key in enumerate(out.keys if out.moving else ()):
         if key in out.moving:
             first[key] = min(first.get(key, batch.ts[k]), batch.ts[k])
     moved = {out.moving[key] for key in first}
@@ -453,7 +467,7 @@ def register(node: Node, batch, out: Plan, now: datetime) -> None:
         for n in wanted:
             device, physical = _gpus.get(n.uuid), _gpus.get(n.key)
             if (n.key != n.uuid and device is not None and physical is not None
-                    and device.node_id == node.pk == physical.node_id):
+                    and device.node_id == here == physical.node_id):
                 families[physical.id].append(device.id)
         for physical, devices in families.items():
             Gpu.objects.filter(pk__in=devices, physical__isnull=True).update(physical=physical)
@@ -466,7 +480,7 @@ def register(node: Node, batch, out: Plan, now: datetime) -> None:
         if out.keys[k] is None:
             continue
         known = _gpus.get(uuid)
-        if known is None or (known.node_id != node.pk and k not in out.spooled):
+        if known is None or (known.node_id != here and k not in out.spooled):
             # Another node registered it a moment ago, or its family lives elsewhere.
             holder = known.node_id if known is not None else None
             out.refuse(k, (Reason.OTHER_NODE, f"reported by node {_name(holder)}: {uuid} is "
