@@ -1,7 +1,8 @@
 """Storing a batch of samples: validated, devices decided (metering.intake.devices: the node's
-own, as physical GPUs within its limit in every hour), usage attributed within the node's
-cluster, owners to their ids, then written with no physical GPU counted past one GPU at any
-moment and rollups kept exact (metering.intake.store_postgresql, metering.intake.store_sqlite)."""
+own, as physical GPUs; metering.intake.device_limit: within its limit in every hour), usage
+attributed within the node's cluster, owners to their ids, then written with no physical GPU
+counted past one GPU at any moment and rollups kept exact (metering.intake.store_postgresql,
+metering.intake.store_sqlite)."""
 
 import time
 from dataclasses import dataclass
@@ -13,7 +14,14 @@ from django.db.models import Case, F, Value, When
 
 from metering import owners, partitions
 from metering.attribution import Attributor, Rule
-from metering.intake import devices, protocol, store_postgresql, store_sqlite, wire
+from metering.intake import (
+    device_limit,
+    devices,
+    protocol,
+    store_postgresql,
+    store_sqlite,
+    wire,
+)
 from metering.intake.protocol import each_object_once
 from metering.models import AttributionRule, Node, hash_token
 
@@ -36,10 +44,10 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     # would be invisible to other sessions, which would write its day into the default one.
     partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(batch.ts)})
     plan = devices.resolve(node, batch, now)
-    if devices.settled(node, batch, plan):  # no hour gains a GPU: the steady state
+    if device_limit.settled(node, batch, plan):  # no hour gains a GPU: the steady state
         return _store(node, envelope, batch, plan, rejected, repeats, now)
-    with devices.guarded(node):
-        devices.limit(node, batch, plan, now)
+    with device_limit.guarded(node):
+        device_limit.limit(node, batch, plan, now)
         return _store(node, envelope, batch, plan, rejected, repeats, now)
 
 
@@ -65,7 +73,7 @@ def _store(node: Node, envelope: protocol.Envelope, batch: protocol.Columns,
     else:
         inserted, refusals = 0, []
         _seen(node, envelope, now)
-    devices.remember(node, batch, plan, {r["index"] for r in refusals})
+    device_limit.remember(node, batch, plan, {r["index"] for r in refusals})
     rejected.extend(refusals)
     rejected.sort(key=lambda item: item["index"])
     return Result(inserted, repeats + len(ids) - inserted - len(refusals), rejected)
@@ -160,6 +168,7 @@ def _seen(node: Node, envelope: protocol.Envelope, now: datetime) -> None:
 def forget_gpus() -> None:
     """Drop the process's GPU cache (tests rebuild the database under it)."""
     devices.forget()
+    device_limit.forget()
     _last_seen.clear()
     owners.forget()
     forget_rules()
