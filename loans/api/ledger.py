@@ -105,7 +105,7 @@ class AmendmentRequest(serializers.Serializer):
     from_period = serializers.IntegerField(
         min_value=1, max_value=120,
         help_text="The number of the first period the new terms apply to (1 is the first); "
-                  "it must not be closed.")
+                  "it must not have begun.")
     changes = serializers.DictField(
         help_text='The terms to change and their new values: {"committed_gpu_hours": "900"}. '
                   f"Amendable: {', '.join(Contract.AMENDABLE)}.")
