@@ -20,6 +20,7 @@ from metering.models import (
     Reattribution,
     UsageSample,
     default_cluster,
+    hand_over,
 )
 from metering.rules import (  # noqa: F401 - the tenant API's rules go through here
     AttributionRuleSerializer,
@@ -29,21 +30,11 @@ from metering.rules import (  # noqa: F401 - the tenant API's rules go through h
 from metering.usage import HOUR, ceil_hour, insert_rows, rebuild_rollups
 
 
-@transaction.atomic
 def gpu_move(*, gpu: Gpu, node: Node, now: datetime) -> int:
     """An operator's move of a GPU (with every device of its physical GPU: its MIG instances
     and replicas) to `node`, into another cluster too, from the end of its last stored sample
     on; the node that reported it keeps its hours. Returns how many devices moved."""
-    physical = gpu.physical_id or gpu.pk
-    moved = 0
-    for device in Gpu.objects.select_for_update().filter(
-            Q(pk=physical) | Q(physical_id=physical)).exclude(node=node).order_by("pk"):
-        boundary = device.covered_until or now
-        GpuTenure.objects.filter(gpu=device, until__isnull=True).update(until=boundary)
-        GpuTenure.objects.create(gpu=device, node=node, since=boundary)
-        Gpu.objects.filter(pk=device.pk).update(node=node)
-        moved += 1
-    return moved
+    return hand_over(gpu.physical_id or gpu.pk, node, lambda covered: covered or now)
 
 
 @transaction.atomic

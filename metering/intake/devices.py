@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import BooleanField, F, Max, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce
@@ -28,6 +28,7 @@ from metering.models import (
     Gpu,
     GpuTenure,
     Node,
+    hand_over,
     physical_key,
     share_of,
 )
@@ -363,14 +364,7 @@ def _move_family(physical: int, node: Node, first: datetime, now: datetime) -> N
     before the end of the old node's last stored one): the node that reported it keeps its
     hours, and may still send those it spooled before. The family is seen now, so that a third
     node cannot take it at once."""
-    with transaction.atomic():
-        for gpu_id, covered in Gpu.objects.filter(
-                Q(pk=physical) | Q(physical_id=physical)).exclude(node=node).values_list(
-                "pk", "covered_until"):
-            boundary = max(covered or TENURE_START, first)
-            GpuTenure.objects.filter(gpu_id=gpu_id, until__isnull=True).update(until=boundary)
-            GpuTenure.objects.create(gpu_id=gpu_id, node=node, since=boundary)
-            Gpu.objects.filter(pk=gpu_id).update(node=node, last_seen_at=now)
+    hand_over(physical, node, lambda covered: max(covered or TENURE_START, first), seen_at=now)
 
 
 SEEN_GPUS = ("UPDATE metering_gpu SET last_seen_at = %s WHERE id IN "

@@ -9,6 +9,7 @@ from metering.models.devices import (
     DeviceRefusal,
     Gpu,
     GpuTenure,
+    hand_over,
     index_key,
     is_part,
     physical_key,
@@ -42,7 +43,8 @@ __all__ = [
     "AttributionRule", "Cluster", "DeviceRefusal", "Gpu", "GpuHour", "GpuTenure", "HourlyRollup",
     "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "SlurmHour",
     "SlurmJob", "TenantHour", "UsageSample", "default_cluster", "hash_token",
-    "node_name_validator", "index_key", "is_part", "physical_key", "share_of", "tenant_model",
+    "node_name_validator", "hand_over", "index_key", "is_part", "physical_key", "share_of",
+    "tenant_model",
 ]
 
 

@@ -1,9 +1,10 @@
 """Devices: a physical GPU, MIG instance or time-sliced replica; which node reported it
 when (tenures); devices a node was refused."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
@@ -126,6 +127,26 @@ class GpuTenure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu.uuid} on {self.node} from {self.since:%Y-%m-%d %H:%M}"
+
+
+def hand_over(physical: int, node: Node, boundary: Callable[[datetime | None], datetime],
+              seen_at: datetime | None = None) -> int:
+    """Make every device of the physical GPU (it and its MIG instances or replicas) that
+    another node holds `node`'s from `boundary(covered_until)` on: the old tenure ends there
+    and a new one begins, so the node that reported it keeps its hours. The rows are locked in
+    id order, as a batch's statement locks its devices. Returns how many devices moved."""
+    moved = 0
+    with transaction.atomic():
+        for gpu_id, covered in Gpu.objects.select_for_update().filter(
+                Q(pk=physical) | Q(physical_id=physical)).exclude(node=node).order_by(
+                "pk").values_list("pk", "covered_until"):
+            since = boundary(covered)
+            GpuTenure.objects.filter(gpu_id=gpu_id, until__isnull=True).update(until=since)
+            GpuTenure.objects.create(gpu_id=gpu_id, node=node, since=since)
+            seen = {} if seen_at is None else {"last_seen_at": seen_at}
+            Gpu.objects.filter(pk=gpu_id).update(node=node, **seen)
+            moved += 1
+    return moved
 
 
 class DeviceRefusal(models.Model):
