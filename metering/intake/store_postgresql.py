@@ -17,7 +17,7 @@ from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 
 import psycopg
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 
 from metering.intake import copy_binary, store
 from metering.intake.protocol import taken
@@ -49,6 +49,10 @@ def write(columns: list, names: list[str], finish: Callable[[], None],
     except IntegrityError as error:
         if not isinstance(error.__cause__, REFUSED):
             raise
+        if connection.needs_rollback:
+            # The savepoint around the COPY could not be rolled back (the connection went away
+            # at that moment): the caller's transaction is broken, and so is the batch's.
+            raise OperationalError("the connection was lost rolling the batch back") from error
     # The direct COPY and all of its transaction were rolled back (cheaper in the common case
     # than a savepoint around every COPY): decide sample by sample.
     return _careful(columns, names, finish, families or {})

@@ -415,6 +415,29 @@ def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(client, token,
 
 
 @pytest.mark.postgresql
+def test_a_connection_lost_rolling_back_a_retry_is_a_503_not_a_500(client, token, monkeypatch):
+    """A retry inside the device limit's guard: the COPY meets the stored keys and the savepoint
+    is rolled back; when PostgreSQL goes away at that moment the rollback fails too, and the
+    transaction is broken. The batch was a 500 (Django refused the careful way's queries in a
+    broken transaction); it is a 503, kept and retried by the agent."""
+    from django.db import OperationalError
+
+    from metering.intake import device_limit
+
+    batch = [sample(0, 0), sample(1, 0)]
+    assert post(client, token, batch).status_code == 202
+    device_limit._hours_seen.clear()  # another worker: the batch needs the guard
+
+    def lost(*args, **kwargs):  # as Django's cursor raises it
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(connection, "_savepoint_rollback", lost)
+    response = post(client, token, batch)
+    assert response.status_code == 503, response.content[:300]
+    assert "keep the batch and retry" in response.json()["error"]
+
+
+@pytest.mark.postgresql
 def test_a_retry_after_the_database_connection_was_lost_is_counted_once(transactional_db, tenant):
     """A retried batch goes through the staging table, which lives in the database session: a
     new session (after a restart or a dropped connection) must get its own."""
