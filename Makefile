@@ -22,7 +22,7 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 
 install-dev: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e './agent[kubelet]'
 
 demo: install
 	./scripts/demo

@@ -39,6 +39,7 @@ SLOW_MODULES = {
 SLOW_TESTS = {
     "test_add_forms_prefilled_from_the_query_string_never_fail",
     "test_a_posted_key_its_field_cannot_read_is_a_form_error_not_a_500",
+    "test_pip_install_of_the_agent_puts_none_of_the_server_on_a_gpu_node",  # a venv, pip
 }
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences",
                      "django_db_serialized_rollback"}

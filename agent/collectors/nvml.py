@@ -19,7 +19,7 @@ class NvmlCollector:
                 import pynvml as nvml
             except ImportError:
                 raise CollectorError(
-                    "nvidia-ml-py is not installed (pip install 'gpuloans[agent]')") from None
+                    "nvidia-ml-py is not installed (pip install nvidia-ml-py)") from None
         self.nvml = nvml
         self.owners = owners or (lambda pid: owner_of(pid, Path("/proc")))
         try:
