@@ -10,7 +10,7 @@ from celery.schedules import crontab
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from config import metrics  # noqa: E402  (after the settings module is named)
+from core import metrics  # noqa: E402  (after the settings module is named)
 
 app = Celery("gpuloans")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -14,7 +14,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import HttpRequest, HttpResponse
 from django.http.multipartparser import MultiPartParserError
 
-from config import metrics
+from core import metrics
 
 request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 SANE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

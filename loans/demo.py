@@ -258,6 +258,14 @@ def pools() -> dict[str, list]:
     return found
 
 
+def node_tokens(pools: dict[str, list]) -> dict[str, str]:
+    """A fresh token for each node of the demo's fleet (`pools`), by node name: what the
+    simulated agents post with. The tokens issued before are revoked."""
+    gpus = [gpu for pool in pools.values() for gpu in pool]
+    return {node.name: node.issue_token()
+            for node in Node.objects.filter(gpus__in=gpus).distinct()}
+
+
 def _fleet_samples(start: datetime, end: datetime, zone: ZoneInfo):
     """Hourly samples, except for GPU-hours that live (simulated) agents already reported."""
     live = {(gpu, floor_hour(ts)) for gpu, ts in UsageSample.objects.filter(

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.utils.translation import gettext as _
 
+from metering.intake.protocol import MAX_INTERVAL_S
 from metering.models import (
     Cluster,
     Gpu,
@@ -114,7 +115,7 @@ def reattribute(*, scope: str, value: str, start: datetime, end: datetime, tenan
             created_at=now)
 
 
-LONGEST = timedelta(seconds=3600)  # the longest interval a sample may have (protocol v1)
+LONGEST = timedelta(seconds=MAX_INTERVAL_S)  # the longest interval a sample may have
 SAMPLE_FIELDS = ("gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated", "fraction",
                  "util_pct", "mem_used_mib", "power_w", "temp_c", "holder_unknown")
 

@@ -110,6 +110,62 @@ def test_tasks_are_queued_by_name():
         assert breaks(folder, refused) == [], folder
 
 
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def graph() -> dict[str, set[str]]:
+    """Every module of the apps and the configuration, with the project modules it imports
+    (an import of a name inside a module counts as an import of that module)."""
+    paths = {module_name(p): p for folder in (*APPS, "config") for p in modules(folder)}
+    edges = {}
+    for name, path in paths.items():
+        edges[name] = set()
+        for _line, imported in imports(path):
+            while imported and imported not in paths:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                edges[name].add(imported)
+    return edges
+
+
+def reach(edges: dict[str, set[str]], start: str, refused) -> list[str] | None:
+    """The chain of imports from `start` to the first module `refused` names, if any."""
+    seen, queue = {start: [start]}, [start]
+    while queue:
+        current = queue.pop(0)
+        for nxt in sorted(edges.get(current, ())):
+            if nxt in seen:
+                continue
+            seen[nxt] = seen[current] + [nxt]
+            if refused(nxt):
+                return seen[nxt]
+            queue.append(nxt)
+    return None
+
+
+def chains(starts, refused) -> list[str]:
+    edges = graph()
+    found = (reach(edges, start, refused) for start in sorted(edges) if starts(start))
+    return [" -> ".join(chain) for chain in found if chain]
+
+
+def test_no_app_imports_the_configuration_even_through_another():
+    """config wires the apps together; an app that reached it would reach every other app."""
+    assert chains(lambda m: top(m) in APPS and top(m) != "config",
+                  lambda m: top(m) == "config") == []
+
+
+def test_metering_reaches_nothing_of_loans_even_through_another():
+    assert chains(lambda m: top(m) == "metering", lambda m: top(m) == "loans") == []
+
+
+def test_the_api_reaches_no_page_code_even_through_another():
+    """The API answers from services and the arithmetic, never from loans.web (the pages)."""
+    assert chains(lambda m: within(m, "loans.api"), lambda m: within(m, "loans.web")) == []
+
+
 def test_the_rules_see_a_break():
     """The reader itself: a function-local import of loans inside metering is found."""
     path = ROOT / "metering" / "_layout_probe.py"

@@ -1,4 +1,4 @@
-"""The buy-vs-loan comparison over the API: the page's form and arithmetic (loans.web.buy),
+"""The buy-vs-loan comparison over the API: the page's form and arithmetic (loans.services.buy),
 answered as JSON."""
 
 from django.utils import timezone
@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from loans.access import tenant_for_user
-from loans.web.buy import BuyForm, contract_of, evaluate, loan_of, with_defaults
+from loans.services.buy import BuyForm, contract_of, evaluate, loan_of, with_defaults
 
 
 class BuyVsLoan(APIView):

@@ -26,8 +26,8 @@ from loans.api.serializers import (
 from loans.maths.billing import local_midnight
 from loans.maths.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
+from loans.services import charts
 from loans.services.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
-from loans.web import charts
 from metering.usage import Hour, tenant_hours
 from metering.usage.fleet import gpu_labels
 

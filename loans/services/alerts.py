@@ -15,6 +15,7 @@ from core.wording import Wording, worded
 from loans.maths.billing import money
 from loans.models import Alert, Contract, Tenant
 from loans.services import dashboard
+from loans.services.notify import notify_alert
 from metering.usage import fleet, floor_hour, slurm
 
 THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crossed is open
@@ -227,7 +228,6 @@ class AlertRun:
 
 def evaluate_alerts(now: datetime) -> AlertRun:
     """Open, update and resolve alerts to match the conditions that hold at `now`."""
-    from loans.services.notify import notify_alert
 
     found = {(c.kind, c.subject): c for c in conditions(now)}
     opened, resolved = [], []

@@ -22,7 +22,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
+from loans.maths.capacity import Guarantee, guaranteed_by_hour, guaranteed_gpus, peak
 from loans.models import BurstEvent, BurstRequest, Contract
+from loans.services.notify import notify_later
 from metering.usage import fleet
 
 MAX_GPUS = 100_000  # what one request may ask for, a sanity bound for forms and the API
@@ -50,9 +52,6 @@ def physical_gpus(now: datetime) -> dict[str, float]:
     return fleet.gpus_by_model(now - window())
 
 
-Guarantee = tuple[datetime, datetime, int]  # a period of a contract, its base quota
-
-
 def guarantees(active: list[Contract] | None = None) -> dict[str, list[Guarantee]]:
     """The base quota of every period of every active contract (read here, or the caller's
     `active`, with their amendments), by GPU model (ANY for plans of any model): what each
@@ -66,41 +65,6 @@ def guarantees(active: list[Contract] | None = None) -> dict[str, list[Guarantee
             (p.start, p.end, terms.base_quota_gpus)
             for p, terms in zip(contract.periods(), contract.terms_by_period(), strict=True))
     return out
-
-
-def guaranteed_gpus(owed: list[Guarantee], start: datetime, end: datetime) -> int:
-    """The most GPUs these guarantees hold at one moment of [start, end)."""
-    return peak([(max(first, start), min(last, end), base) for first, last, base in owed
-                 if first < end and last > start])
-
-
-def guaranteed_by_hour(owed: list[Guarantee], hours: list[datetime]) -> list[int]:
-    """guaranteed_gpus over each of consecutive hours, in one sweep over the guarantees'
-    edges: a pool's week is 168 hours of a thousand contracts' periods."""
-    edges = sorted(edge for first, last, base in owed for edge in ((first, base), (last, -base)))
-    out, held, next_edge = [], 0, 0
-    for hour in hours:
-        while next_edge < len(edges) and edges[next_edge][0] <= hour:
-            held += edges[next_edge][1]
-            next_edge += 1
-        top = running = held
-        inside = next_edge
-        while inside < len(edges) and edges[inside][0] < hour + HOUR:
-            running += edges[inside][1]
-            top = max(top, running)
-            inside += 1
-        out.append(top)
-    return out
-
-
-def peak(spans: list[tuple[datetime, datetime, int]]) -> int:
-    """The most held at one moment by spans (start, end, GPUs); ends before starts."""
-    edges = [edge for start, end, gpus in spans for edge in ((start, gpus), (end, -gpus))]
-    top = held = 0
-    for _moment, change in sorted(edges, key=lambda e: (e[0], e[1])):
-        held += change
-        top = max(top, held)
-    return top
 
 
 def granted_on(pool: str | None, start: datetime, end: datetime, exclude: int | None = None):
@@ -184,7 +148,6 @@ def _note(note: Wording | str) -> tuple[str, dict]:
 
 def _move(request: BurstRequest, state: str, now: datetime, actor=None,
           note: Wording | str = "", pool: str | None = None) -> None:
-    from loans.services.notify import notify_later
 
     request.state, request.decided_at = state, now
     english, stored = _note(note)

@@ -26,9 +26,8 @@ from core import spreadsheet
 from loans.access import Refused, is_lead, is_operator, require, tenant_for_user, tenants_for
 from loans.maths.billing import Period
 from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
-from loans.services import dashboard, ledger
+from loans.services import charts, dashboard, ledger
 from loans.services import fleet_status as fleet
-from loans.web import charts
 from loans.web.bursts import form_for as burst_form_for
 from metering.usage import fleet as metering_fleet
 from metering.usage import slurm as metering_slurm

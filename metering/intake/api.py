@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
-from config import metrics
+from core import metrics
 from core.bearer import bearer_token
 from core.clientip import client_ip
 from metering.intake import protocol, wire

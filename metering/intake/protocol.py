@@ -20,6 +20,8 @@ FUTURE_SLACK = timedelta(minutes=5)
 # Owner values may be numbers (job ids, uids); within 64 bits, so they read back as text.
 OWNER_INT_MIN, OWNER_INT_MAX = -(2**63), 2**63 - 1
 INT32 = 2**31 - 1
+# The seconds a sample may cover (protocol v1); the database checks the same range.
+MIN_INTERVAL_S, MAX_INTERVAL_S = 1, 3600
 
 
 class ProtocolError(Exception):
@@ -232,10 +234,11 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
         if times is not None:
             times[text] = ts
     interval = get("interval_s")
-    if type(interval) is not int or not 1 <= interval <= 3600:
+    if type(interval) is not int or not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
         if interval is None:
-            raise Invalid("interval_s is required (seconds, 1 to 3600)")
-        interval = _integer(raw, "interval_s", 1, 3600)
+            raise Invalid(f"interval_s is required (seconds, {MIN_INTERVAL_S} to "
+                          f"{MAX_INTERVAL_S})")
+        interval = _integer(raw, "interval_s", MIN_INTERVAL_S, MAX_INTERVAL_S)
     allocated = get("allocated")
     if type(allocated) is not bool:
         raise Invalid("allocated is required (true or false)")

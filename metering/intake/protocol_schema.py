@@ -2,6 +2,8 @@
 skips DRF), so its contract is written here, from the protocol the README describes, for
 agents and their authors."""
 
+from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S
+
 SAMPLE = {
     "type": "object",
     "required": ["gpu_uuid", "ts", "interval_s", "allocated"],
@@ -12,7 +14,7 @@ SAMPLE = {
         "ts": {"type": "string", "format": "date-time",
                "description": "RFC 3339 with Z or an offset; at most 5 minutes ahead, not older "
                               "than raw retention. (gpu_uuid, ts) is the idempotency key."},
-        "interval_s": {"type": "integer", "minimum": 1, "maximum": 3600},
+        "interval_s": {"type": "integer", "minimum": MIN_INTERVAL_S, "maximum": MAX_INTERVAL_S},
         "allocated": {"type": "boolean"},
         "fraction": {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1,
                      "default": 1},

@@ -15,7 +15,15 @@ import msgspec
 from msgspec.structs import asdict, astuple
 
 from metering.intake import protocol
-from metering.intake.protocol import INT32, MAX_TEXT, MAX_UUID, Columns, each_once
+from metering.intake.protocol import (
+    INT32,
+    MAX_INTERVAL_S,
+    MAX_TEXT,
+    MAX_UUID,
+    MIN_INTERVAL_S,
+    Columns,
+    each_once,
+)
 
 Meta = msgspec.Meta
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
@@ -38,7 +46,7 @@ class Owner(msgspec.Struct, frozen=True, gc=False):
 class Sample(msgspec.Struct, gc=False):
     gpu_uuid: Annotated[str, Meta(min_length=1, max_length=MAX_UUID)]
     ts: str
-    interval_s: Annotated[int, Meta(ge=1, le=3600)]
+    interval_s: Annotated[int, Meta(ge=MIN_INTERVAL_S, le=MAX_INTERVAL_S)]
     allocated: bool
     fraction: Annotated[float, Meta(gt=0.0, le=1.0)] = 1.0
     util_pct: Annotated[float, Meta(ge=0.0, le=100.0)] | None = None

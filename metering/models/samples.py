@@ -11,6 +11,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
+from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S
 from metering.models.devices import Gpu
 
 OWNER_KEYS = ("namespace", "pod", "container", "user", "account", "job")
@@ -93,7 +94,7 @@ class UsageSample(models.Model):
         verbose_name_plural = _("usage samples")
         constraints = [
             models.CheckConstraint(
-                condition=Q(interval_s__gte=1) & Q(interval_s__lte=3600),
+                condition=Q(interval_s__gte=MIN_INTERVAL_S) & Q(interval_s__lte=MAX_INTERVAL_S),
                 name="sample_interval_in_range",
             ),
             models.CheckConstraint(

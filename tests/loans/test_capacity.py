@@ -12,6 +12,7 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from loans.maths import capacity
 from loans.models import BurstRequest, Contract, Plan
 from loans.services import bursts, manifests
 from loans.services.amendments import terminate
@@ -191,5 +192,5 @@ def test_a_pool_s_hourly_guarantees_are_the_most_held_at_any_moment_of_each_hour
     want = [max(held(m) for m in [hour] + [edge for first, last, _b in spans
                                            for edge in (first, last) if hour < edge < hour + HOUR])
             for hour in hours]
-    assert bursts.guaranteed_by_hour(spans, hours) == want
-    assert want == [bursts.guaranteed_gpus(spans, hour, hour + HOUR) for hour in hours]
+    assert capacity.guaranteed_by_hour(spans, hours) == want
+    assert want == [capacity.guaranteed_gpus(spans, hour, hour + HOUR) for hour in hours]

@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from loans.demo import fleet_state, pools
-from metering.models import Node
+from loans.demo import fleet_state, node_tokens, pools
+from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S
 from metering.usage import floor_hour
 
 
@@ -29,13 +29,13 @@ class Command(BaseCommand):
     def handle(self, *args, server: str, interval: int, rounds: int, **options):
         if urlsplit(server).scheme not in ("http", "https"):
             raise CommandError(f"--server {server!r} must be an http:// or https:// address.")
-        if not 1 <= interval <= 3600:
-            raise CommandError("--interval must be between 1 and 3600 seconds.")
+        if not MIN_INTERVAL_S <= interval <= MAX_INTERVAL_S:
+            raise CommandError(f"--interval must be between {MIN_INTERVAL_S} and "
+                               f"{MAX_INTERVAL_S} seconds.")
         demo = pools()
         if not all(demo.values()):
             raise CommandError("No demo fleet here; run `python manage.py seed_demo` first.")
-        tokens = {node.name: node.issue_token()
-                  for node in Node.objects.filter(gpus__in=sum(demo.values(), [])).distinct()}
+        tokens = node_tokens(demo)
         zone = ZoneInfo(settings.TIME_ZONE)
         done = 0
         while not rounds or done < rounds:
