@@ -11,7 +11,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo test quick install install-dev lint debian bench-ingest bench-agent bench-dashboard \
+.PHONY: demo test quick install install-dev lint debian focus-validator bench-ingest bench-agent bench-dashboard \
 	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal
 
 $(BIN)/python:
@@ -35,6 +35,11 @@ lint: install-dev
 # (slurmctld, slurmd, munge and slurmdbd on the machine's MariaDB) for the agent's Slurm source,
 # the accounting import and the limits (tests/slurm.py).
 NGINX := /usr/sbin/nginx
+# The FinOps Foundation's FOCUS validator, in a virtual environment of its own (.venv-focus):
+# a test checks the FOCUS export with it.
+focus-validator:
+	./scripts/focus-validate --install
+
 debian:
 	@missing=""; test -x $(CHROMIUM) || missing="chromium"; \
 	test -x $(NGINX) || missing="$$missing nginx"; \
@@ -46,7 +51,7 @@ debian:
 # Everything on PostgreSQL; then, on SQLite, what can differ by database: tests that touch
 # one, leaving out those that need PostgreSQL and the browser, Slurm and server tests, which
 # serve the same code whatever the database (tests/tiers.py sets the markers).
-test: lint debian
+test: lint debian focus-validator
 	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci
 	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest --hypothesis-profile=ci \
 	  -m "not postgresql and not nodb and not browser and not slurm and not server"

@@ -33,7 +33,7 @@ SLOW_MODULES = {
     "tests/metering/test_ingest_fuzz.py", "tests/metering/test_migration_lean_samples.py",
     "tests/agent/test_delivery.py", "tests/agent/test_independence.py",
     "tests/agent/test_podresources_stubs.py", "tests/agent/test_slurm.py",
-    "tests/agent/test_kubelet.py",
+    "tests/agent/test_kubelet.py", "tests/loans/test_focus_validator.py",
 }
 # Single tests that fuzz or walk every form.
 SLOW_TESTS = {

@@ -134,8 +134,10 @@ FOCUS_COLUMNS = (
     "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "InvoiceId", "InvoiceIssuerName",
     "ListCost", "ListUnitPrice", "PricingCategory", "PricingCurrency", "PricingQuantity",
     "PricingUnit", "ProviderName", "PublisherName", "ServiceCategory", "ServiceName",
-    "ServiceSubcategory", "SkuId", "SubAccountId", "SubAccountName", "SubAccountType",
+    "ServiceSubcategory", "SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId", "SubAccountId",
+    "SubAccountName", "SubAccountType",
 )
+METER = "GPU time"
 
 
 def _utc(moment: datetime) -> str:
@@ -143,24 +145,27 @@ def _utc(moment: datetime) -> str:
 
 
 def focus_rows(book: Ledger, issuer: str) -> list[dict]:
-    """One row per charge. A period's commitment is split into the part its usage drew on
-    (CommitmentDiscountStatus Used) and the part left unused (Unused); its overage is usage
-    at the standard (overage) price; a correction is ChargeClass Correction, its charge period
-    the period it corrects, billed in the statement that carries it."""
+    """One row per charge, as DESIGN's FOCUS mapping has it. A period's commitment is a
+    Purchase (billed, no effective cost); the usage it covers is Usage rows that bill nothing
+    and carry its effective cost, split into the part drawn on (Used) and the rest (Unused);
+    overage is Usage at the standard (overage) price; a correction is ChargeClass Correction,
+    its charge period the period it corrects, billed in the statement that carries it. Per
+    statement, BilledCost and EffectiveCost each add up to its total."""
     contract = book.contract
     out = []
     for s in book.statements:
         base = {
+            **{c: "" for c in FOCUS_COLUMNS},
             "BillingAccountId": contract.tenant.slug, "BillingAccountName": contract.tenant.name,
             "BillingAccountType": "Tenant", "BillingCurrency": s.currency,
             "BillingPeriodStart": _utc(s.period_start), "BillingPeriodEnd": _utc(s.period_end),
             "InvoiceId": f"{contract.pk}-{s.number}", "InvoiceIssuerName": issuer,
-            "PricingCurrency": s.currency, "ProviderName": issuer, "PublisherName": issuer,
-            "ServiceCategory": "Compute", "ServiceName": "GPU loan",
+            "PricingCurrency": s.currency, "ProviderName": issuer,
+            "PublisherName": issuer, "ServiceCategory": "Compute", "ServiceName": "GPU loan",
             "ServiceSubcategory": "Other (Compute)", "SkuId": f"plan-{contract.plan_id}",
-            "SubAccountId": str(contract.pk), "SubAccountName": contract.plan.name,
-            "SubAccountType": "Contract", "PricingUnit": UNIT, "ConsumedUnit": UNIT,
-            "ChargeClass": "",
+            "SkuMeter": METER, "SubAccountId": f"contract-{contract.pk}",
+            "SubAccountName": contract.plan.name, "SubAccountType": "Contract",
+            "PricingUnit": UNIT,
         }
         commitment = {"CommitmentDiscountCategory": "Usage",
                       "CommitmentDiscountId": f"contract-{contract.pk}",
@@ -168,55 +173,123 @@ def focus_rows(book: Ledger, issuer: str) -> list[dict]:
                       "CommitmentDiscountType": "GPU loan", "CommitmentDiscountUnit": UNIT}
         for line in lines(s):
             period = line.charge_period
-            row = {**{c: "" for c in FOCUS_COLUMNS}, **base,
-                   "ChargePeriodStart": _utc(period.start), "ChargePeriodEnd": _utc(period.end)}
+            row = {**base, "ChargePeriodStart": _utc(period.start),
+                   "ChargePeriodEnd": _utc(period.end)}
             if line.kind == "commitment":
-                out += _commitment_rows(row, commitment, s)
-                continue
-            row |= {"ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-                    "PricingCategory": "Standard", "ConsumedQuantity": str(line.gpu_hours),
-                    "PricingQuantity": str(line.gpu_hours), "ListUnitPrice": str(line.rate),
-                    "ContractedUnitPrice": str(line.rate), **_costs(line.amount)}
-            if line.kind == "overage":
-                row["ChargeDescription"] = (
-                    f"Overage above the commitment, period {s.number}: "
-                    f"{line.gpu_hours} GPU-hours at {line.rate}")
+                out += _commitment_rows(row, commitment, s, contract.plan_id)
+            elif line.kind == "overage":
+                if line.gpu_hours or line.amount:
+                    out.append(_overage_row(row, s, line, contract.plan_id))
             else:
-                c = line.corrects
-                change = c.overage_after_gpu_hours - c.overage_before_gpu_hours
-                row |= {"ChargeClass": "Correction", "PricingQuantity": str(change),
-                        "ChargeDescription": (
-                            f"Correction of period {c.period_index + 1}: {c.gpu_hours} GPU-hours "
-                            f"changed; overage {c.overage_before_gpu_hours} -> "
-                            f"{c.overage_after_gpu_hours} GPU-hours at {c.overage_rate}")}
-            out.append(row)
+                out += _correction_rows(row, commitment, s, line.corrects, contract.plan_id)
     return out
 
 
-def _costs(amount: Decimal) -> dict:
-    text = str(amount)
-    return {"BilledCost": text, "EffectiveCost": text, "ContractedCost": text, "ListCost": text}
+def _number(value: Decimal) -> str:
+    """A figure as FOCUS reads it: plain digits, a minus sign where negative."""
+    return format(value, "f")
 
 
-def _commitment_rows(row: dict, commitment: dict, s: Statement) -> list[dict]:
-    """The committed cost as two rows: the share the period's usage drew on and the rest."""
+def _price(plan_id: int, kind: str) -> dict:
+    return {"SkuPriceId": f"plan-{plan_id}-{kind}",
+            "SkuPriceDetails": f'{{"x_Rate": "{kind}"}}'}
+
+
+def _priced(hours: Decimal, contracted: Decimal, listed: Decimal) -> dict:
+    return {"PricingQuantity": _number(hours), "ContractedUnitPrice": _number(contracted),
+            "ContractedCost": _number(billing.money(hours * contracted)),
+            "ListUnitPrice": _number(listed), "ListCost": _number(billing.money(hours * listed))}
+
+
+def _commitment_rows(row: dict, commitment: dict, s: Statement, plan_id: int) -> list[dict]:
+    """The commitment as a Purchase, and the Usage it covers: the share the period's usage
+    drew on (Used) and the rest (Unused), whose effective costs add up to the purchase."""
     committed, used = s.committed_gpu_hours, min(s.allocated_gpu_hours, s.committed_gpu_hours)
-    used_cost = (billing.money(s.committed_cost * used / committed) if committed > 0 else ZERO)
-    parts = [("Used", used, used_cost), ("Unused", committed - used, s.committed_cost - used_cost)]
     out = []
-    for status, hours, cost in parts:
-        if hours == 0 and cost == 0:
-            continue
+    if committed or s.committed_cost:
         out.append({
-            **row, **commitment, **_costs(cost), "ChargeCategory": "Usage",
-            "ChargeFrequency": "Recurring", "PricingCategory": "Committed",
-            "CommitmentDiscountStatus": status, "CommitmentDiscountQuantity": str(hours),
-            "ConsumedQuantity": str(hours) if status == "Used" else "",
-            "PricingQuantity": str(hours), "ListUnitPrice": str(s.overage_rate),
-            "ListCost": str(billing.money(hours * s.overage_rate)),
-            "ContractedUnitPrice": str(s.committed_rate),
-            "ChargeDescription": (f"Committed GPU-hours, period {s.number}, "
-                                  f"{status.lower()}: {hours} of {committed} at "
+            **row, **commitment, **_price(plan_id, "committed"),
+            **_priced(committed, s.committed_rate, s.committed_rate),
+            "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
+            "PricingCategory": "Committed", "BilledCost": _number(s.committed_cost),
+            "EffectiveCost": _number(ZERO), "CommitmentDiscountQuantity": _number(committed),
+            "ChargeDescription": (f"Commitment, period {s.number}: {committed} GPU-hours at "
                                   f"{s.committed_rate}"),
+        })
+    used_cost = billing.money(s.committed_cost * used / committed) if committed > 0 else ZERO
+    for status, hours, cost in (("Used", used, used_cost),
+                                ("Unused", committed - used, s.committed_cost - used_cost)):
+        if hours or cost:
+            out.append(_covered(row, commitment, s, plan_id, status, hours, cost,
+                                f"Committed GPU-hours, period {s.number}, {status.lower()}: "
+                                f"{hours} of {committed}"))
+    return out
+
+
+def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: str,
+             hours: Decimal, cost: Decimal, description: str, correction: bool = False) -> dict:
+    """Usage the commitment covers: billed by the purchase, its effective cost here."""
+    return {
+        **row, **commitment, **_price(plan_id, "committed"),
+        **_priced(hours, s.committed_rate, s.overage_rate),
+        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+        "ChargeClass": "Correction" if correction else "", "PricingCategory": "Committed",
+        "BilledCost": _number(ZERO), "EffectiveCost": _number(cost),
+        "CommitmentDiscountStatus": status,
+        # FOCUS leaves a correction's commitment quantity empty: its quantities say it.
+        **({"CommitmentDiscountQuantity": "", "CommitmentDiscountUnit": ""} if correction
+           else {"CommitmentDiscountQuantity": _number(hours)}),
+        **({"ConsumedQuantity": _number(hours), "ConsumedUnit": UNIT}
+           if status == "Used" else {}),
+        "ChargeDescription": description,
+    }
+
+
+def _overage_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:
+    return {
+        **row, **_price(plan_id, "overage"),
+        **_priced(line.gpu_hours, line.rate, line.rate),
+        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+        "PricingCategory": "Standard", "BilledCost": _number(line.amount),
+        "EffectiveCost": _number(line.amount), "ConsumedQuantity": _number(line.gpu_hours),
+        "ConsumedUnit": UNIT,
+        "ChargeDescription": (f"Overage above the commitment, period {s.number}: "
+                              f"{line.gpu_hours} GPU-hours at {line.rate}"),
+    }
+
+
+def _correction_rows(row: dict, commitment: dict, s: Statement, c: CorrectionLine,
+                     plan_id: int) -> list[dict]:
+    """A correction of an earlier period: the late hours the commitment covers move from its
+    Unused part to its Used part (no money billed, the effective cost moves with them), and
+    the change in overage is billed at the overage rate that period had."""
+    corrected = c.corrected
+    committed = c.committed_gpu_hours
+    before, after = min(c.billed_gpu_hours, committed), min(c.billed_after_gpu_hours, committed)
+    out = []
+    if after != before and committed > 0:
+        moved = billing.money(corrected.committed_cost * (after - before) / committed)
+        word = f"Correction of period {c.period_index + 1}"
+        out += [
+            _covered(row, commitment, corrected, plan_id, "Used", after - before, moved,
+                     f"{word}: {after - before} more committed GPU-hours used",
+                     correction=True),
+            _covered(row, commitment, corrected, plan_id, "Unused", before - after, -moved,
+                     f"{word}: {after - before} fewer committed GPU-hours unused",
+                     correction=True)]
+    change = c.overage_after_gpu_hours - c.overage_before_gpu_hours
+    if change or c.amount:
+        out.append({
+            **row, **_price(plan_id, "overage"),
+            **_priced(change, c.overage_rate, c.overage_rate),
+            "ContractedCost": _number(c.amount), "ListCost": _number(c.amount),
+            "ChargeCategory": "Usage", "ChargeClass": "Correction",
+            "ChargeFrequency": "Usage-Based", "PricingCategory": "Standard",
+            "BilledCost": _number(c.amount), "EffectiveCost": _number(c.amount),
+            "ConsumedQuantity": _number(change), "ConsumedUnit": UNIT,
+            "ChargeDescription": (
+                f"Correction of period {c.period_index + 1}: {c.gpu_hours} GPU-hours changed; "
+                f"overage {c.overage_before_gpu_hours} -> {c.overage_after_gpu_hours} GPU-hours "
+                f"at {c.overage_rate}"),
         })
     return out

@@ -100,27 +100,36 @@ def test_the_statements_export_as_csv_one_row_per_line(client, lead, billed):
 
 def test_the_focus_export_names_its_columns_and_bills_what_the_statements_bill(
         client, lead, billed):
+    contract = billed
     response = get(client, lead, billed, "?format=focus")
     reader = csv.DictReader(io.StringIO(response.content.decode()))
     assert tuple(reader.fieldnames) == FOCUS_COLUMNS
     rows = list(reader)
     assert sum(D(r["BilledCost"]) for r in rows) == D("2480.00")
-    by_invoice = {}
+    billed, effective = {}, {}
     for r in rows:
-        by_invoice.setdefault(r["InvoiceId"], D(0))
-        by_invoice[r["InvoiceId"]] += D(r["BilledCost"])
-    assert by_invoice == {f"{billed.pk}-1": D("1360.00"), f"{billed.pk}-2": D("1120.00")}
+        billed[r["InvoiceId"]] = billed.get(r["InvoiceId"], D(0)) + D(r["BilledCost"])
+        effective[r["InvoiceId"]] = effective.get(r["InvoiceId"], D(0)) + D(r["EffectiveCost"])
+    totals = {f"{contract.pk}-1": D("1360.00"), f"{contract.pk}-2": D("1120.00")}
+    assert billed == totals and effective == totals
+    purchases = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    assert [(r["BilledCost"], r["EffectiveCost"], r["ChargeFrequency"], r["PricingQuantity"])
+            for r in purchases] == [("1000.00", "0", "Recurring", "100.000000")] * 2
     used = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
     unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
     assert [r["CommitmentDiscountQuantity"] for r in used] == ["100.000000", "40.000000"]
-    assert [(r["CommitmentDiscountQuantity"], r["BilledCost"]) for r in unused] == [
-        ("60.000000", "600.00")]
+    assert [(r["CommitmentDiscountQuantity"], r["BilledCost"], r["EffectiveCost"])
+            for r in unused] == [("60.000000", "0", "600.00")]
     [correction] = [r for r in rows if r["ChargeClass"] == "Correction"]
     assert correction["ChargePeriodStart"] == "2026-01-01T00:00:00Z"  # the period corrected
     assert correction["BillingPeriodStart"] == "2026-02-01T00:00:00Z"  # billed in period 2
     assert (correction["BilledCost"], correction["PricingQuantity"]) == ("120.00", "10.000000")
-    assert {r["ConsumedUnit"] for r in rows} == {"GPU-Hours"}
+    assert not correction["CommitmentDiscountId"]  # overage: at the overage rate
+    # No overage row where there was none (period 2), and a unit wherever there is a quantity.
+    assert len([r for r in rows if r["PricingCategory"] == "Standard"]) == 2
+    assert all((r["ConsumedUnit"] == "GPU-Hours") == bool(r["ConsumedQuantity"]) for r in rows)
     assert {r["PricingUnit"] for r in rows} == {"GPU-Hours"}
+    assert {r["SubAccountId"] for r in rows} == {f"contract-{contract.pk}"}
 
 
 def test_a_refusal_stays_json_whatever_format_was_asked_for(client, outsider, billed):
