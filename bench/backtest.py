@@ -123,7 +123,7 @@ def replay(hourly: list[float], warmup: int, term: int, overage: Decimal):
     model = recommend.term_commitment(past[-HISTORY_DAYS * 24:], period_hours=MONTH_HOURS,
                                       months=term, committed_rate=RATE, overage_rate=overage)
     daily = recommend.advise_commitment(past, period_hours=MONTH_HOURS, current=Decimal(0),
-                                        committed_rate=RATE, overage_rate=overage)
+                                        committed_rate=RATE, overage_rate=overage, currency="CNY")
     chosen = {
         "term-aware": float(model.commitment),
         "one period": float(daily.recommended) if daily else 0.0,

@@ -42,7 +42,7 @@ class BuyVsLoan(APIView):
             "break_even_utilisation": result.break_even_utilisation,
             "cash_up_front": result.cash_up_front, "value_left": result.value_left}.items()}
         return Response({
-            "currency": contract.plan.currency, "loan": loan_of(form, contract).name,
+            "currency": contract.terms().currency, "loan": loan_of(form, contract).name,
             "inputs": {k: str(v) for k, v in form.cleaned_data.items()},
             "months": result.months, **text, "cheaper": result.cheaper,
             "buy_cumulative": [str(v) for v in result.buy_cumulative],

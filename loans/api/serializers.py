@@ -2,6 +2,7 @@
 (constraints and clean()); the serializers hand their messages back as 400s."""
 
 from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
@@ -13,6 +14,7 @@ from rest_framework import serializers
 
 from core.api import ModelCleanMixin
 from core.bounds import FIRST_DAY, LAST_DAY, day_in_range
+from loans.maths import billing
 from loans.models import Contract, Plan, Tenant
 from metering.services import AttributionRuleSerializer, replace_rules, rule_clashes
 from metering.usage import floor_hour
@@ -53,13 +55,28 @@ class TenantSerializer(ModelCleanMixin, serializers.ModelSerializer):
         return tenant
 
 
-class PlanSerializer(ModelCleanMixin, serializers.ModelSerializer):
+class InCurrency:
+    """Amounts written as their currency writes them (the columns keep four places)."""
+
+    AMOUNTS = ("upfront_fee",)
+
+    def to_representation(self, instance):
+        data = super().to_representation(instance)
+        currency = instance.currency or getattr(getattr(instance, "plan", None), "currency", "")
+        for name in self.AMOUNTS:
+            value = getattr(instance, name, None)
+            if value is not None and currency:
+                data[name] = str(billing.money(Decimal(value), currency))
+        return data
+
+
+class PlanSerializer(InCurrency, ModelCleanMixin, serializers.ModelSerializer):
     class Meta:
         model = Plan
         fields = "__all__"
 
 
-class ContractSerializer(ModelCleanMixin, serializers.ModelSerializer):
+class ContractSerializer(InCurrency, ModelCleanMixin, serializers.ModelSerializer):
     """Contracts: activating one signs it (the plan's numbers are copied into it); a signed
     contract's terms then change only by an amendment (/api/v1/contracts/{id}/amendments)."""
 

@@ -15,9 +15,10 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from zoneinfo import ZoneInfo
 
+from babel.numbers import get_currency_precision
+
 GPU_HOURS = Decimal("0.000001")
 RATE = Decimal("0.0001")
-CENTS = Decimal("0.01")
 DEFAULT_OVERAGE_MULTIPLIER = Decimal("1.2")
 ZERO = Decimal(0)
 
@@ -127,11 +128,20 @@ class Terms:
     def cost(self, used: Decimal) -> "PeriodCost":
         """A period's cost under these terms when `used` GPU-hours were allocated."""
         return period_cost(committed=self.committed_gpu_hours, used=used,
-                           committed_rate=self.committed_rate, overage_rate=self.overage_rate)
+                           committed_rate=self.committed_rate, overage_rate=self.overage_rate,
+                           currency=self.currency)
 
 
-def money(amount: Decimal) -> Decimal:
-    return amount.quantize(CENTS, rounding=ROUND_HALF_UP)
+@functools.cache
+def minor_unit(currency: str) -> Decimal:
+    """The smallest amount of `currency`, from the Unicode CLDR's currency data (through
+    Babel, which keeps it): 0.01 CNY, 1 JPY, 0.001 KWD. A code CLDR does not know has two."""
+    return Decimal(1).scaleb(-get_currency_precision(currency))
+
+
+def money(amount: Decimal, currency: str) -> Decimal:
+    """`amount` rounded half-up to the currency's minor unit."""
+    return amount.quantize(minor_unit(currency), rounding=ROUND_HALF_UP)
 
 
 def gpu_hours(value: Decimal | float | int) -> Decimal:
@@ -153,15 +163,17 @@ class PeriodCost:
 
 
 def period_cost(
-    *, committed: Decimal, used: Decimal, committed_rate: Decimal, overage_rate: Decimal
+    *, committed: Decimal, used: Decimal, committed_rate: Decimal, overage_rate: Decimal,
+    currency: str,
 ) -> PeriodCost:
-    """Cost of a period: C * r_c + max(0, U - C) * r_o, each line rounded to the cent."""
+    """Cost of a period: C * r_c + max(0, U - C) * r_o, each line rounded to the currency's
+    minor unit."""
     committed, used = gpu_hours(committed), gpu_hours(used)
     if committed < 0 or used < 0 or committed_rate < 0 or overage_rate < 0:
         raise ValueError("GPU-hours and rates cannot be negative")
     overage = max(ZERO, used - committed)
-    committed_cost = money(committed * committed_rate)
-    overage_cost = money(overage * overage_rate)
+    committed_cost = money(committed * committed_rate, currency)
+    overage_cost = money(overage * overage_rate, currency)
     return PeriodCost(
         committed_gpu_hours=committed,
         used_gpu_hours=used,

@@ -42,13 +42,13 @@ class Purchase:
         """What the GPUs have lost in value after `months` (never more than their price)."""
         return min(self.price, self.price * months / (self.depreciation_years * 12))
 
-    def value_left(self, months: int) -> Decimal:
-        return money(self.price - self.written_off(months))
+    def value_left(self, months: int, currency: str) -> Decimal:
+        return money(self.price - self.written_off(months), currency)
 
-    def cost_by_month(self, months: int) -> list[Decimal]:
+    def cost_by_month(self, months: int, currency: str) -> list[Decimal]:
         """Cumulative cost of owning them: value written off plus running costs."""
         running = self.running_per_month()
-        return [money(self.written_off(m) + running * m) for m in range(months + 1)]
+        return [money(self.written_off(m) + running * m, currency) for m in range(months + 1)]
 
 
 @dataclass(frozen=True)
@@ -59,15 +59,15 @@ class Loan:
     overage_rate: Decimal
     upfront_fee: Decimal = Decimal(0)
 
-    def monthly_cost(self, used: Decimal) -> Decimal:
+    def monthly_cost(self, used: Decimal, currency: str) -> Decimal:
         return period_cost(committed=self.committed_gpu_hours, used=used,
                            committed_rate=self.committed_rate,
-                           overage_rate=self.overage_rate).total
+                           overage_rate=self.overage_rate, currency=currency).total
 
-    def cost_by_month(self, months: int, used: Decimal) -> list[Decimal]:
+    def cost_by_month(self, months: int, used: Decimal, currency: str) -> list[Decimal]:
         """Cumulative cost: the upfront fee, then each month's bill."""
-        monthly = self.monthly_cost(used)
-        return [money(self.upfront_fee + monthly * m) for m in range(months + 1)]
+        monthly = self.monthly_cost(used, currency)
+        return [money(self.upfront_fee + monthly * m, currency) for m in range(months + 1)]
 
 
 @dataclass(frozen=True)
@@ -91,10 +91,10 @@ def used_per_month(gpus: int, utilisation: Decimal) -> Decimal:
     return (gpus * HOURS_PER_MONTH * utilisation).quantize(Decimal("0.000001"))
 
 
-def break_even(purchase: Purchase, loan: Loan, months: int) -> Decimal | None:
+def break_even(purchase: Purchase, loan: Loan, months: int, currency: str) -> Decimal | None:
     """The utilisation from which owning the GPUs costs no more than the loan over `months`
     (0 when owning costs less even idle; None when the loan costs less even at 100%)."""
-    buy = purchase.cost_by_month(months)[-1]
+    buy = purchase.cost_by_month(months, currency)[-1]
     idle = loan.upfront_fee + months * loan.committed_gpu_hours * loan.committed_rate
     if buy <= idle:
         return Decimal(0)
@@ -109,9 +109,12 @@ def break_even(purchase: Purchase, loan: Loan, months: int) -> Decimal | None:
     return share.quantize(SHARE, rounding="ROUND_CEILING")
 
 
-def compare(purchase: Purchase, loan: Loan, utilisation: Decimal, months: int) -> Comparison:
+def compare(purchase: Purchase, loan: Loan, utilisation: Decimal, months: int, *,
+            currency: str) -> Comparison:
+    """Both over `months`, in `currency` (both priced in it, rounded to its minor unit)."""
     used = used_per_month(purchase.gpus, utilisation)
-    buy, lent = purchase.cost_by_month(months), loan.cost_by_month(months, used)
+    buy = purchase.cost_by_month(months, currency)
+    lent = loan.cost_by_month(months, used, currency)
     per_used_buy = per_used_loan = None
     if used > 0:
         per_used_buy = (buy[-1] / (used * months)).quantize(GPU_HOUR_PRICE)
@@ -123,10 +126,10 @@ def compare(purchase: Purchase, loan: Loan, utilisation: Decimal, months: int) -
         loan_total=lent[-1],
         buy_per_used_gpu_hour=per_used_buy,
         loan_per_used_gpu_hour=per_used_loan,
-        break_even_utilisation=break_even(purchase, loan, months),
+        break_even_utilisation=break_even(purchase, loan, months, currency),
         cheaper="buy" if buy[-1] < lent[-1] else "loan",
-        cash_up_front=money(purchase.price),
-        value_left=purchase.value_left(months),
+        cash_up_front=money(purchase.price, currency),
+        value_left=purchase.value_left(months, currency),
         month=list(range(months + 1)),
         buy_cumulative=buy,
         loan_cumulative=lent,

@@ -80,12 +80,14 @@ class PeriodGlance:
     @property
     def unused_money(self) -> Decimal:
         """What the committed GPU-hours not used (so far; final once the period ended) cost."""
-        return billing.money(self.cost_so_far.unused_gpu_hours * self.terms.committed_rate)
+        return billing.money(self.cost_so_far.unused_gpu_hours * self.terms.committed_rate,
+                             self.terms.currency)
 
     @property
     def projected_unused_money(self) -> Decimal:
         """What the committed GPU-hours the forecast says will go unused cost: paid, not used."""
-        return billing.money(self.projected_unused_gpu_hours * self.terms.committed_rate)
+        return billing.money(self.projected_unused_gpu_hours * self.terms.committed_rate,
+                             self.terms.currency)
 
     @property
     def busy_share(self) -> Decimal | None:

@@ -115,7 +115,7 @@ def whole(value: float) -> Decimal:
 
 
 def advise_commitment(hourly: list[float], *, period_hours: int, current: Decimal,
-                      committed_rate: Decimal, overage_rate: Decimal,
+                      committed_rate: Decimal, overage_rate: Decimal, currency: str,
                       term_months: int | None = None,
                       term: "TermAdvice | None" = None) -> CommitmentAdvice | None:
     """The commitment to ask for, from the longest lookback that has history; the shortest
@@ -156,7 +156,7 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     by_c = {p.commitment: p for p in curve}
 
     def expected(c: Decimal) -> Decimal:
-        return money(Decimal(repr(by_c[float(c)].expected)))
+        return money(Decimal(repr(by_c[float(c)].expected)), currency)
 
     return CommitmentAdvice(
         recommended=recommended, current=current, rule_of_thumb=rule,

@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from loans.maths import billing
-from loans.models.fields import MAX_HOURS_PER_PERIOD, validate_time_zone
+from loans.models.fields import MAX_HOURS_PER_PERIOD, validate_time_zone, whole_minor_units
 
 
 class ContractChecks:
@@ -42,6 +42,10 @@ class ContractChecks:
                    % {"hours": terms.committed_gpu_hours, "max": terms.max_quota_gpus})
         if terms.overage_rate < terms.committed_rate:
             refuse("overage_rate", _("The overage rate cannot be below the committed rate."))
+        try:
+            whole_minor_units(self.upfront_fee, terms.currency, "upfront_fee")
+        except ValidationError as error:
+            refuse("upfront_fee", error.message_dict["upfront_fee"][0])
         self._clean_history(refuse)
         if "time_zone" not in errors and self._time_zone_is_valid():
             self._place()

@@ -114,7 +114,7 @@ class Contract(ContractChecks, models.Model):
     )
     term_months = models.PositiveSmallIntegerField(_("term (months)"), null=True, blank=True)
     upfront_fee = models.DecimalField(
-        _("upfront fee"), max_digits=14, decimal_places=2, null=True, blank=True,
+        _("upfront fee"), max_digits=16, decimal_places=4, null=True, blank=True,
         validators=non_negative(),
     )
     currency = models.CharField(

@@ -1,6 +1,7 @@
 """Limits, defaults and validators the loans models share."""
 
 import re
+from decimal import Decimal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pycountry
@@ -10,6 +11,7 @@ from django.core.validators import MinValueValidator, RegexValidator, validate_e
 from django.utils.translation import gettext_lazy as _
 
 from core.addresses import validate_public_url
+from loans.maths import billing
 
 # A period can hold at most 31 days of the max quota; a commitment above that can never be met.
 MAX_HOURS_PER_PERIOD = 31 * 24
@@ -71,3 +73,15 @@ def validate_emails(value: str) -> None:
 def validate_webhook_url(url: str) -> None:
     """A webhook must point at a public address (core.addresses), checked when saved too."""
     validate_public_url(url)
+
+
+def whole_minor_units(amount: Decimal | None, currency: str, field: str) -> None:
+    """Refuse an amount finer than its currency's minor unit (a fee of 100.5 JPY), which no
+    statement could bill."""
+    if amount is None or not currency or not isinstance(amount, Decimal):
+        return
+    unit = billing.minor_unit(currency)
+    if amount != amount.quantize(unit):
+        raise ValidationError({field: _(
+            "An amount in %(currency)s is a whole number of %(unit)s %(currency)s; "
+            "%(amount)s is not.") % {"currency": currency, "unit": unit, "amount": amount}})

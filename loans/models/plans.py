@@ -14,6 +14,7 @@ from loans.models.fields import (
     currency_validator,
     default_currency,
     non_negative,
+    whole_minor_units,
 )
 
 
@@ -49,7 +50,7 @@ class Plan(models.Model):
         _("guarantee level (%)"), max_digits=5, decimal_places=2, default=Decimal(100)
     )
     upfront_fee = models.DecimalField(
-        _("upfront fee"), max_digits=14, decimal_places=2, default=Decimal(0),
+        _("upfront fee"), max_digits=16, decimal_places=4, default=Decimal(0),
         validators=non_negative(),
     )
     currency = models.CharField(
@@ -117,6 +118,11 @@ class Plan(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        super().clean()
+        whole_minor_units(self.upfront_fee, self.currency, "upfront_fee")
+
     def effective_overage_rate(self) -> Decimal:
         return billing.overage_rate(self.committed_rate, self.overage_rate,
                                     self.overage_multiplier)
+

@@ -42,7 +42,7 @@ class Recommendation(models.Model):
     current = models.CharField(_("current"), max_length=120, blank=True)
     recommended = models.CharField(_("recommended"), max_length=120, blank=True)
     expected_saving = models.DecimalField(
-        _("expected saving per period"), max_digits=16, decimal_places=2, null=True, blank=True)
+        _("expected saving per period"), max_digits=18, decimal_places=4, null=True, blank=True)
     currency = models.CharField(_("currency"), max_length=3, blank=True)
     confidence = models.CharField(_("confidence"), max_length=10, blank=True,
                                   choices=Confidence.choices)

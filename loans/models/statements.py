@@ -16,6 +16,10 @@ from loans.models.contracts import Contract
 # adds up compares within a hundredth of the smallest minor unit (exact on PostgreSQL, whose
 # numeric difference of amounts is a whole number of minor units; 0.10 + 0.20 on SQLite).
 SUM_TOLERANCE = Value(Decimal("0.00001"))
+# Amounts keep four places, more than any currency's minor unit (CLF has four; KWD and BHD
+# three; JPY none); each is rounded to its own currency's unit before it is stored
+# (loans.maths.billing.money) and shown.
+MONEY_DIGITS, MONEY_PLACES = 18, 4
 
 
 def adds_up(field: str, total) -> Q:
@@ -61,13 +65,16 @@ class Statement(models.Model):
     unused_gpu_hours = models.DecimalField(_("unused GPU-hours"), max_digits=16, decimal_places=6)
     committed_rate = models.DecimalField(_("committed rate"), max_digits=12, decimal_places=4)
     overage_rate = models.DecimalField(_("overage rate"), max_digits=12, decimal_places=4)
-    committed_cost = models.DecimalField(_("committed cost"), max_digits=16, decimal_places=2)
-    overage_cost = models.DecimalField(_("overage cost"), max_digits=16, decimal_places=2)
+    committed_cost = models.DecimalField(_("committed cost"), max_digits=MONEY_DIGITS,
+                                         decimal_places=MONEY_PLACES)
+    overage_cost = models.DecimalField(_("overage cost"), max_digits=MONEY_DIGITS,
+                                       decimal_places=MONEY_PLACES)
     corrections_cost = models.DecimalField(
-        _("corrections"), max_digits=16, decimal_places=2, default=Decimal(0),
+        _("corrections"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, default=Decimal(0),
         help_text=_("The sum of the correction lines; may be negative."),
     )
-    total_cost = models.DecimalField(_("total"), max_digits=16, decimal_places=2)
+    total_cost = models.DecimalField(_("total"), max_digits=MONEY_DIGITS,
+                                     decimal_places=MONEY_PLACES)
     currency = models.CharField(_("currency"), max_length=3)
     completeness = models.DecimalField(
         _("completeness"), max_digits=5, decimal_places=4,
@@ -156,12 +163,12 @@ class CorrectionLine(models.Model):
         _("overage GPU-hours after"), max_digits=16, decimal_places=6,
     )
     overage_before_cost = models.DecimalField(
-        _("overage cost before"), max_digits=16, decimal_places=2,
+        _("overage cost before"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
     )
     overage_after_cost = models.DecimalField(
-        _("overage cost after"), max_digits=16, decimal_places=2,
+        _("overage cost after"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
     )
-    amount = models.DecimalField(_("amount"), max_digits=16, decimal_places=2)
+    amount = models.DecimalField(_("amount"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES)
 
     class Meta:
         ordering = ["statement", "period_index"]

@@ -89,7 +89,7 @@ def commitment_draft(contract: Contract, past: History, period_hours: int, now: 
     advice = recommend.advise_commitment(
         past.allocated, period_hours=period_hours, current=terms.committed_gpu_hours,
         committed_rate=terms.committed_rate, overage_rate=terms.overage_rate,
-        term_months=months, term=term)
+        currency=terms.currency, term_months=months, term=term)
     if advice is None or not advice.worth_changing:
         return None
     # Below 1% of the commitment the change is noise, not advice.

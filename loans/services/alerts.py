@@ -75,7 +75,7 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     unused = figures.projected_unused_gpu_hours
     if (unused > committed * settings.ALERT_UNUSED_PERCENT / 100
             and now - period.start >= timedelta(days=1)):
-        waste = money(unused * terms.committed_rate)
+        waste = money(unused * terms.committed_rate, terms.currency)
         wording = worded(gettext_noop(
             "At the last week's rate %(tenant)s will leave %(hours)s committed GPU-h unused "
             "this period: %(money)s %(currency)s paid for nothing."), {

@@ -40,7 +40,8 @@ class BuyForm(forms.Form):
 
     def __init__(self, *args, contract: Contract, **kwargs):
         super().__init__(*args, **kwargs)
-        plans = Plan.objects.filter(is_offered=True, currency=contract.plan.currency)
+        # The contract's own currency, as signed: a plan edited since may be in another.
+        plans = Plan.objects.filter(is_offered=True, currency=contract.terms().currency)
         self.fields["target"].choices = [("contract", _("My contract (%(plan)s)") % {
             "plan": contract.plan.name})] + [(str(p.pk), p.name) for p in plans]
         self.plans = {str(p.pk): p for p in plans}
@@ -90,7 +91,8 @@ def evaluate(form: BuyForm, contract: Contract) -> buyvsloan.Comparison:
         maintenance_share=data["maintenance_percent"] / 100,
         depreciation_years=data["depreciation_years"])
     return buyvsloan.compare(purchase, loan_of(form, contract),
-                             data["utilisation_percent"] / 100, data["months"])
+                             data["utilisation_percent"] / 100, data["months"],
+                             currency=contract.terms().currency)
 
 
 def contract_of(tenant: Tenant) -> Contract | None:

@@ -39,13 +39,18 @@ class Line:
 
 
 def lines(statement: Statement) -> list[Line]:
+    """The statement's lines, each amount as its currency writes it (the columns keep more
+    places than any currency's minor unit)."""
+    def amount(value: Decimal) -> Decimal:
+        return billing.money(value, statement.currency)
+
     out = []
     if statement.kind == Statement.Kind.PERIOD:
         out += [Line(statement, "commitment", statement.committed_gpu_hours,
-                     statement.committed_rate, statement.committed_cost),
+                     statement.committed_rate, amount(statement.committed_cost)),
                 Line(statement, "overage", statement.overage_gpu_hours, statement.overage_rate,
-                     statement.overage_cost)]
-    out += [Line(statement, "correction", c.gpu_hours, c.overage_rate, c.amount, c)
+                     amount(statement.overage_cost))]
+    out += [Line(statement, "correction", c.gpu_hours, c.overage_rate, amount(c.amount), c)
             for c in statement.corrections.all()]
     return out
 
@@ -60,11 +65,11 @@ def statements_json(book: Ledger) -> dict:
     return {
         "contract": contract.pk, "tenant": contract.tenant.slug, "plan": contract.plan.name,
         "time_zone": contract.time_zone, "currency": contract.currency,
-        "billed_total": str(book.billed_money),
+        "billed_total": str(billing.money(book.billed_money, contract.currency)),
         "statements": [_statement(s, terms.get(s.period_index), contract)
                        for s in book.statements],
         "pending_corrections": [
-            {"period": entry.period.index + 1, **_correction_figures(c)}
+            {"period": entry.period.index + 1, **_correction_figures(c, contract.currency)}
             for entry, c in book.pending],
     }
 
@@ -82,7 +87,7 @@ def _statement(s: Statement, terms: billing.Terms | None, contract: Contract) ->
         "allocated_gpu_hours": str(s.allocated_gpu_hours),
         "busy_gpu_hours": str(s.busy_gpu_hours), "completeness": str(s.completeness),
         "lines": [_line(line) for line in lines(s)],
-        "total": str(s.total_cost), "currency": s.currency,
+        "total": str(billing.money(s.total_cost, s.currency)), "currency": s.currency,
     }
 
 
@@ -91,19 +96,22 @@ def _line(line: Line) -> dict:
            "amount": str(line.amount)}
     if line.corrects is not None:
         out |= {"corrects_period": line.corrects.period_index + 1,
-                **_correction_figures(line.corrects)}
+                **_correction_figures(line.corrects, line.statement.currency)}
     return out
 
 
-def _correction_figures(c) -> dict:
+def _correction_figures(c, currency: str) -> dict:
+    def amount(value: Decimal) -> str:
+        return str(billing.money(value, currency))
+
     return {
         "gpu_hours": str(c.gpu_hours), "billed_gpu_hours": str(c.billed_gpu_hours),
         "committed_gpu_hours": str(c.committed_gpu_hours), "overage_rate": str(c.overage_rate),
         "overage_before": {"gpu_hours": str(c.overage_before_gpu_hours),
-                           "amount": str(c.overage_before_cost)},
+                           "amount": amount(c.overage_before_cost)},
         "overage_after": {"gpu_hours": str(c.overage_after_gpu_hours),
-                          "amount": str(c.overage_after_cost)},
-        "amount": str(c.amount),
+                          "amount": amount(c.overage_after_cost)},
+        "amount": amount(c.amount),
     }
 
 
@@ -195,10 +203,15 @@ def _price(plan_id: int, kind: str) -> dict:
             "SkuPriceDetails": f'{{"x_Rate": "{kind}"}}'}
 
 
-def _priced(hours: Decimal, contracted: Decimal, listed: Decimal) -> dict:
+def _priced(hours: Decimal, contracted: Decimal, listed: Decimal, currency: str) -> dict:
     return {"PricingQuantity": _number(hours), "ContractedUnitPrice": _number(contracted),
-            "ContractedCost": _number(billing.money(hours * contracted)),
-            "ListUnitPrice": _number(listed), "ListCost": _number(billing.money(hours * listed))}
+            "ContractedCost": _money(hours * contracted, currency),
+            "ListUnitPrice": _number(listed), "ListCost": _money(hours * listed, currency)}
+
+
+def _money(amount: Decimal, currency: str) -> str:
+    """An amount as its currency writes it: 1360.00 CNY, 124 JPY, 0.038 KWD."""
+    return _number(billing.money(amount, currency))
 
 
 def _commitment_rows(row: dict, commitment: dict, s: Statement, plan_id: int) -> list[dict]:
@@ -209,14 +222,15 @@ def _commitment_rows(row: dict, commitment: dict, s: Statement, plan_id: int) ->
     if committed or s.committed_cost:
         out.append({
             **row, **commitment, **_price(plan_id, "committed"),
-            **_priced(committed, s.committed_rate, s.committed_rate),
+            **_priced(committed, s.committed_rate, s.committed_rate, s.currency),
             "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
-            "PricingCategory": "Committed", "BilledCost": _number(s.committed_cost),
+            "PricingCategory": "Committed", "BilledCost": _money(s.committed_cost, s.currency),
             "EffectiveCost": _number(ZERO), "CommitmentDiscountQuantity": _number(committed),
             "ChargeDescription": (f"Commitment, period {s.number}: {committed} GPU-hours at "
                                   f"{s.committed_rate}"),
         })
-    used_cost = billing.money(s.committed_cost * used / committed) if committed > 0 else ZERO
+    used_cost = (billing.money(s.committed_cost * used / committed, s.currency) if committed > 0
+                 else ZERO)
     for status, hours, cost in (("Used", used, used_cost),
                                 ("Unused", committed - used, s.committed_cost - used_cost)):
         if hours or cost:
@@ -231,10 +245,10 @@ def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: st
     """Usage the commitment covers: billed by the purchase, its effective cost here."""
     return {
         **row, **commitment, **_price(plan_id, "committed"),
-        **_priced(hours, s.committed_rate, s.overage_rate),
+        **_priced(hours, s.committed_rate, s.overage_rate, s.currency),
         "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
         "ChargeClass": "Correction" if correction else "", "PricingCategory": "Committed",
-        "BilledCost": _number(ZERO), "EffectiveCost": _number(cost),
+        "BilledCost": _number(ZERO), "EffectiveCost": _money(cost, s.currency),
         "CommitmentDiscountStatus": status,
         # FOCUS leaves a correction's commitment quantity empty: its quantities say it.
         **({"CommitmentDiscountQuantity": "", "CommitmentDiscountUnit": ""} if correction
@@ -248,11 +262,11 @@ def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: st
 def _overage_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:
     return {
         **row, **_price(plan_id, "overage"),
-        **_priced(line.gpu_hours, line.rate, line.rate),
+        **_priced(line.gpu_hours, line.rate, line.rate, s.currency),
         "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-        "PricingCategory": "Standard", "BilledCost": _number(line.amount),
-        "EffectiveCost": _number(line.amount), "ConsumedQuantity": _number(line.gpu_hours),
-        "ConsumedUnit": UNIT,
+        "PricingCategory": "Standard", "BilledCost": _money(line.amount, s.currency),
+        "EffectiveCost": _money(line.amount, s.currency),
+        "ConsumedQuantity": _number(line.gpu_hours), "ConsumedUnit": UNIT,
         "ChargeDescription": (f"Overage above the commitment, period {s.number}: "
                               f"{line.gpu_hours} GPU-hours at {line.rate}"),
     }
@@ -268,7 +282,8 @@ def _correction_rows(row: dict, commitment: dict, s: Statement, c: CorrectionLin
     before, after = min(c.billed_gpu_hours, committed), min(c.billed_after_gpu_hours, committed)
     out = []
     if after != before and committed > 0:
-        moved = billing.money(corrected.committed_cost * (after - before) / committed)
+        moved = billing.money(corrected.committed_cost * (after - before) / committed,
+                              s.currency)
         word = f"Correction of period {c.period_index + 1}"
         out += [
             _covered(row, commitment, corrected, plan_id, "Used", after - before, moved,
@@ -281,11 +296,13 @@ def _correction_rows(row: dict, commitment: dict, s: Statement, c: CorrectionLin
     if change or c.amount:
         out.append({
             **row, **_price(plan_id, "overage"),
-            **_priced(change, c.overage_rate, c.overage_rate),
-            "ContractedCost": _number(c.amount), "ListCost": _number(c.amount),
+            **_priced(change, c.overage_rate, c.overage_rate, s.currency),
+            "ContractedCost": _money(c.amount, s.currency),
+            "ListCost": _money(c.amount, s.currency),
             "ChargeCategory": "Usage", "ChargeClass": "Correction",
             "ChargeFrequency": "Usage-Based", "PricingCategory": "Standard",
-            "BilledCost": _number(c.amount), "EffectiveCost": _number(c.amount),
+            "BilledCost": _money(c.amount, s.currency),
+            "EffectiveCost": _money(c.amount, s.currency),
             "ConsumedQuantity": _number(change), "ConsumedUnit": UNIT,
             "ChargeDescription": (
                 f"Correction of period {c.period_index + 1}: {c.gpu_hours} GPU-hours changed; "

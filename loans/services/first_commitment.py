@@ -79,7 +79,8 @@ class FirstAdvice:
 
 
 def term_totals(windows: list[float], months: int, commitment: Decimal, committed_rate: Decimal,
-                overage_rate: Decimal, fee: Decimal) -> tuple[Decimal, Decimal, Decimal]:
+                overage_rate: Decimal, fee: Decimal, currency: str
+                ) -> tuple[Decimal, Decimal, Decimal]:
     """P10, P50 and P90 of the total over `months` periods, each period's usage drawn from
     the windows (the same seeded draws whatever the option)."""
     rng = random.Random(SEED)  # noqa: S311 - a seeded bootstrap, not a secret
@@ -91,10 +92,11 @@ def term_totals(windows: list[float], months: int, commitment: Decimal, committe
             if used not in costs:
                 costs[used] = period_cost(committed=commitment, used=Decimal(repr(used)),
                                           committed_rate=committed_rate,
-                                          overage_rate=overage_rate).total
+                                          overage_rate=overage_rate, currency=currency).total
             total += costs[used]
         totals.append(float(total))
-    return tuple(money(Decimal(repr(recommend.quantile(totals, q)))) for q in (0.1, 0.5, 0.9))
+    return tuple(money(Decimal(repr(recommend.quantile(totals, q))), currency)
+                 for q in (0.1, 0.5, 0.9))
 
 
 def slurm_history(tenant_id: int, now: datetime) -> History:
@@ -124,7 +126,7 @@ def advise(history: History, *, term_months: int, currency: str,
     rate = on_demand_rate if on_demand_rate is not None else free.effective_overage_rate()
     on_demand = Option(ON_DEMAND, Decimal(0), Decimal(0), rate, Decimal(0), None, True,
                        *term_totals(windows, term_months, Decimal(0), Decimal(0), rate,
-                                    Decimal(0)))
+                                    Decimal(0), currency))
     options = []
     for plan in plans:
         if plan is free:
@@ -136,7 +138,7 @@ def advise(history: History, *, term_months: int, currency: str,
             plan.name, commitment, plan.committed_rate, overage, plan.upfront_fee,
             plan.max_quota_gpus, plan.max_quota_gpus >= peak,
             *term_totals(windows, term_months, commitment, plan.committed_rate, overage,
-                         plan.upfront_fee)))
+                         plan.upfront_fee, currency)))
     fitting = [o for o in [on_demand, *options] if o.fits_peak]
     advised = min(fitting, key=lambda o: (o.p50, o.p90))
     return FirstAdvice(

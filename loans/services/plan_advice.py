@@ -54,9 +54,9 @@ class PlanChoice:
 
 
 def expected_cost(term: recommend.TermAdvice, committed: Decimal, committed_rate: Decimal,
-                  overage_rate: Decimal) -> Decimal:
+                  overage_rate: Decimal, currency: str) -> Decimal:
     return money(Decimal(repr(term.expected_total(float(committed), committed_rate,
-                                                  overage_rate))))
+                                                  overage_rate))), currency)
 
 
 def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice | None,
@@ -71,19 +71,20 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
     needed = quotas.base_for_bursts(peaks, term.growth, settings.BURST_HOURS_PERCENT / 100)
     own_fee = terms.upfront_fee if renewal else Decimal(0)
     own = expected_cost(term, terms.committed_gpu_hours, terms.committed_rate,
-                        terms.overage_rate) + own_fee
+                        terms.overage_rate, terms.currency) + own_fee
     signed_money = terms.committed_gpu_hours * terms.committed_rate
     options = []
     for plan in Plan.objects.filter(is_offered=True, currency=terms.currency).exclude(
             pk=contract.plan_id):
         if plan.gpu_model and plan.gpu_model != contract.plan.gpu_model:
             continue
-        fee = money(plan.upfront_fee * min(months, plan.term_months) / plan.term_months)
+        fee = money(plan.upfront_fee * min(months, plan.term_months) / plan.term_months,
+                    terms.currency)
         owed = Decimal(0) if renewal else money(
             max(Decimal(0), signed_money - plan.committed_gpu_hours * plan.committed_rate)
-            * months)
+            * months, terms.currency)
         cost = expected_cost(term, plan.committed_gpu_hours, plan.committed_rate,
-                             plan.effective_overage_rate()) + fee + owed
+                             plan.effective_overage_rate(), terms.currency) + fee + owed
         options.append((plan, Option(plan.name, cost, fee, owed, plan.max_quota_gpus >= peak,
                                      plan.base_quota_gpus >= needed)))
     options.sort(key=lambda o: o[1].cost)
@@ -109,7 +110,7 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
             "on the current commitment included, against %(own)s on the current terms. It "
             "guarantees %(base)s GPUs; the forecast needs %(needed)s."), facts)
     return PlanChoice(
-        best=best, saving=money((own - option.cost) / months), wording=wording,
+        best=best, saving=money((own - option.cost) / months, terms.currency), wording=wording,
         evidence={"current_cost": str(own), "periods": months, "renewal": renewal,
                   "peak_concurrent_gpus": peak, "base_quota_needed": needed,
                   "current_upfront_fee": str(own_fee),

@@ -4,8 +4,12 @@ from datetime import datetime
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
+from babel.numbers import format_decimal, get_currency_precision
 from django import template
 from django.core.exceptions import FieldDoesNotExist
+from django.utils.translation import get_language, to_locale
+
+from loans.maths.billing import money as in_minor_units
 
 register = template.Library()
 DASH = "–"
@@ -21,10 +25,16 @@ def gpuh(value: Decimal | float | None, places: int = 1) -> str:
 
 @register.filter
 def money(value: Decimal | None, currency: str = "") -> str:
-    """Decimal(11200) with "CNY" -> "11,200.00 CNY"."""
+    """Decimal(11200) with "CNY" -> "11,200.00 CNY"; with "JPY" -> "11,200 JPY"; "0.038 KWD":
+    to the currency's minor unit, in the page's language's number format (CLDR's, through
+    Babel). Without a currency (a price per GPU-hour), two places."""
     if value is None or value == "":
         return DASH
-    return f"{Decimal(value):,.2f} {currency}".rstrip()
+    places = get_currency_precision(currency) if currency else 2
+    amount = in_minor_units(Decimal(value), currency) if currency else Decimal(value)
+    pattern = "#,##0" + ("." + "0" * places if places else "")
+    text = format_decimal(amount, format=pattern, locale=to_locale(get_language() or "en"))
+    return f"{text} {currency}".rstrip()
 
 
 @register.filter

@@ -28,12 +28,12 @@ def page(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "loans/buy.html", context)
     now = timezone.now()
     form = BuyForm(with_defaults(contract, request.GET.dict(), now), contract=contract)
-    context.update(form=form, currency=contract.plan.currency,
+    context.update(form=form, currency=contract.terms().currency,
                    measured=measured_utilisation(contract, contract.terms().base_quota_gpus or 1,
                                                  now))
     if form.is_valid():
         result = evaluate(form, contract)
         context.update(result=result, loan=loan_of(form, contract),
                        gpus=form.cleaned_data["gpus"],
-                       chart=charts.buy_figure(result, contract.plan.currency))
+                       chart=charts.buy_figure(result, contract.terms().currency))
     return render(request, "loans/buy.html", context, status=200 if form.is_valid() else 400)

@@ -171,6 +171,22 @@ def test_an_impossible_plan_is_a_400_with_the_models_message(client, operator):
     assert not Plan.objects.filter(name="Broken").exists()
 
 
+def test_a_fee_finer_than_its_currencys_minor_unit_is_a_400_and_fees_read_in_it(
+        client, operator):
+    headers = bearer(operator)
+    plan = {"name": "Yen", "base_quota_gpus": 1, "max_quota_gpus": 4, "currency": "JPY",
+            "committed_gpu_hours": "100", "committed_rate": "10", "term_months": 12}
+    refused = api(client, "post", "/api/v1/plans/", headers, {**plan, "upfront_fee": "100.5"})
+    assert refused.status_code == 400
+    assert "whole number of 1 JPY" in str(refused.json())
+    made = api(client, "post", "/api/v1/plans/", headers, {**plan, "upfront_fee": "50000"})
+    assert made.status_code == 201, made.json()
+    assert made.json()["upfront_fee"] == "50000"
+    dinar = api(client, "post", "/api/v1/plans/", headers, {
+        **plan, "name": "Dinar", "currency": "KWD", "upfront_fee": "12.345"})
+    assert dinar.status_code == 201 and dinar.json()["upfront_fee"] == "12.345"
+
+
 def test_an_overlapping_contract_is_a_400_and_a_good_one_is_created(client, operator,
                                                                       contract, plan):
     headers = bearer(operator)

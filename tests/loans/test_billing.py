@@ -15,7 +15,7 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")
 def cost(committed, used, rate="10.00", overage=None, multiplier="1.2"):
     r_o = billing.overage_rate(D(rate), D(overage) if overage else None, D(multiplier))
     return billing.period_cost(committed=D(committed), used=D(used), committed_rate=D(rate),
-                               overage_rate=r_o)
+                               overage_rate=r_o, currency="CNY")
 
 
 def test_the_worked_example_of_the_issue_costs_eleven_thousand_two_hundred():
@@ -41,7 +41,8 @@ def test_an_explicit_overage_rate_wins_over_the_multiplier():
 def test_money_is_rounded_half_up_per_line_and_lines_add_up():
     # 0.0000005 GPU-h rounds away; 1/3 of a cent in overage rounds to the nearest cent.
     result = billing.period_cost(committed=D("10"), used=D("10.3333335"),
-                                 committed_rate=D("0.3333"), overage_rate=D("0.01"))
+                                 committed_rate=D("0.3333"), overage_rate=D("0.01"),
+                                 currency="CNY")
     assert result.used_gpu_hours == D("10.333334")
     assert result.committed_cost == D("3.33")
     assert result.overage_cost == D("0.00")
@@ -73,9 +74,10 @@ multipliers = st.decimals(min_value=1, max_value=5, places=3, allow_nan=False)
 @given(committed=hours, used=hours, more=hours, rate=money_amounts, multiplier=multipliers)
 def test_cost_never_falls_as_usage_grows(committed, used, more, rate, multiplier):
     r_o = billing.overage_rate(rate, None, multiplier)
-    low = billing.period_cost(committed=committed, used=used, committed_rate=rate, overage_rate=r_o)
+    low = billing.period_cost(committed=committed, used=used, committed_rate=rate, overage_rate=r_o,
+                              currency="CNY")
     high = billing.period_cost(committed=committed, used=used + more, committed_rate=rate,
-                               overage_rate=r_o)
+                               overage_rate=r_o, currency="CNY")
     assert high.total >= low.total
 
 
@@ -85,8 +87,8 @@ def test_cost_is_at_least_the_commitment_and_exactly_it_up_to_the_commitment(
 ):
     r_o = billing.overage_rate(rate, None, multiplier)
     result = billing.period_cost(committed=committed, used=used, committed_rate=rate,
-                                 overage_rate=r_o)
-    assert result.total >= result.committed_cost == billing.money(committed * rate)
+                                 overage_rate=r_o, currency="CNY")
+    assert result.total >= result.committed_cost == billing.money(committed * rate, "CNY")
     if used <= committed:
         assert result.total == result.committed_cost
     assert result.total == result.committed_cost + result.overage_cost
@@ -191,8 +193,9 @@ def test_the_rate_a_line_prints_is_the_rate_it_was_charged_at():
     rate = billing.overage_rate(D("2.3457"), None, D("1.2"))
     assert rate == D("2.8148")
     result = billing.period_cost(committed=D("0"), used=D("1000"), committed_rate=D("2.3457"),
-                                 overage_rate=rate)
-    assert result.overage_cost == billing.money(result.overage_gpu_hours * rate) == D("2814.80")
+                                 overage_rate=rate, currency="CNY")
+    assert result.overage_cost == billing.money(result.overage_gpu_hours * rate, "CNY") \
+        == D("2814.80")
 
 
 TERMS = billing.Terms(base_quota_gpus=1, max_quota_gpus=4, committed_gpu_hours=D(100),
@@ -233,9 +236,27 @@ def test_corrections_telescope_to_the_cost_of_the_final_usage(committed, rate, m
         if correction is None:
             continue
         assert correction.overage_after_cost == billing.money(
-            correction.overage_after_gpu_hours * terms.overage_rate)
+            correction.overage_after_gpu_hours * terms.overage_rate, "CNY")
         assert correction.overage_before_cost == billing.money(
-            correction.overage_before_gpu_hours * terms.overage_rate)
+            correction.overage_before_gpu_hours * terms.overage_rate, "CNY")
         billed_hours, billed_money = correction.billed_after_gpu_hours, (
             billed_money + correction.amount)
     assert billed_money == terms.cost(usages[-1]).total
+
+
+@pytest.mark.parametrize(("currency", "amount", "billed"), [
+    ("JPY", "124.07", "124"), ("KWD", "0.0375", "0.038"), ("BHD", "0.3145", "0.315"),
+    ("CNY", "0.105", "0.11"), ("CLF", "1.00005", "1.0001"),
+])
+def test_money_is_rounded_to_each_currencys_minor_unit(currency, amount, billed):
+    """Every currency was rounded to cents: JPY 124.07 (no yen has cents), KWD 0.04 (a dinar
+    has a thousand fils)."""
+    assert billing.money(D(amount), currency) == D(billed)
+    assert str(billing.money(D(amount), currency)) == billed
+
+
+def test_a_period_in_yen_is_billed_in_whole_yen():
+    result = billing.period_cost(committed=D("10"), used=D("10.3333335"),
+                                 committed_rate=D("12.4070"), overage_rate=D("15"),
+                                 currency="JPY")
+    assert (result.committed_cost, result.overage_cost) == (D("124"), D("5"))

@@ -23,9 +23,9 @@ def test_the_worked_example():
     # maintenance 20,000 a GPU-year: 320,000. 720,000 over the 12 months.
     purchase = buyvsloan.Purchase(8, Decimal(200_000), Decimal(20_000), Decimal("0.1"), 4)
     loan = buyvsloan.Loan("H100 Guaranteed 8", Decimal(1000), Decimal(10), Decimal(12))
-    result = buyvsloan.compare(purchase, loan, Decimal("0.5"), 12)
+    result = buyvsloan.compare(purchase, loan, Decimal("0.5"), 12, currency="CNY")
     assert result.used_gpu_hours_per_month == Decimal(2920)  # 8 x 730 h x 50%
-    assert loan.monthly_cost(Decimal(2920)) == Decimal("33040.00")  # 10,000 + 1,920 x 12
+    assert loan.monthly_cost(Decimal(2920), "CNY") == Decimal("33040.00")  # 10,000 + 1,920 x 12
     assert result.buy_total == Decimal("720000.00")
     assert result.loan_total == Decimal("396480.00")
     assert result.buy_per_used_gpu_hour == Decimal("20.5479")  # 720,000 / 35,040
@@ -45,7 +45,7 @@ def test_the_verdict_the_break_even_and_the_chart_answer_one_question():
     price up front) against the loan's 1.20M."""
     purchase = buyvsloan.Purchase(8, Decimal(230_000), Decimal(5_000), Decimal("0.02"), 6)
     loan = buyvsloan.Loan("x", Decimal(5000), Decimal(20), Decimal(25))
-    result = buyvsloan.compare(purchase, loan, Decimal("0.6"), 12)
+    result = buyvsloan.compare(purchase, loan, Decimal("0.6"), 12, currency="CNY")
     assert result.cheaper == ("buy" if result.buy_cumulative[-1] < result.loan_cumulative[-1]
                               else "loan")
     assert result.break_even_utilisation == 0 and result.cheaper == "buy"
@@ -68,7 +68,7 @@ def test_every_figure_compares_the_same_two_costs_over_the_same_months(
         months):
     purchase = buyvsloan.Purchase(gpus, price, overhead, maintenance, years)
     loan = buyvsloan.Loan("x", committed, rate, rate * markup, fee)
-    result = buyvsloan.compare(purchase, loan, utilisation, months)
+    result = buyvsloan.compare(purchase, loan, utilisation, months, currency="CNY")
     # The chart ends where the totals are, and the verdict reads them.
     assert result.buy_cumulative[-1] == result.buy_total
     assert result.loan_cumulative[-1] == result.loan_total
@@ -78,7 +78,7 @@ def test_every_figure_compares_the_same_two_costs_over_the_same_months(
     # Brute force: the loan over the months at this utilisation, month by month.
     used = buyvsloan.used_per_month(gpus, utilisation)
     assert result.loan_total == buyvsloan.money(fee + sum(
-        loan.monthly_cost(used) for _ in range(months)))
+        loan.monthly_cost(used, "CNY") for _ in range(months)), "CNY")
     # The break-even utilisation splits the verdict: at or above it buying costs no more (up to
     # a cent a month of rounding), below it the loan costs less.
     even = result.break_even_utilisation
@@ -98,8 +98,8 @@ def test_buying_cheap_enough_pays_at_any_use_and_dear_enough_never():
     loan = buyvsloan.Loan("x", Decimal(1000), Decimal(10), Decimal(12))
     cheap = buyvsloan.Purchase(1, Decimal(1000), Decimal(0), Decimal(0), 10)
     dear = buyvsloan.Purchase(1, Decimal(10_000_000), Decimal(0), Decimal(0), 1)
-    assert buyvsloan.break_even(cheap, loan, 12) == 0
-    assert buyvsloan.break_even(dear, loan, 12) is None
+    assert buyvsloan.break_even(cheap, loan, 12, "CNY") == 0
+    assert buyvsloan.break_even(dear, loan, 12, "CNY") is None
 
 
 def test_upfront_fees_count_the_contracts_own_too(client, lead, tenant, plan):

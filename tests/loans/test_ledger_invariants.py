@@ -40,13 +40,18 @@ TERMS0 = {"base_quota_gpus": 1, "max_quota_gpus": 3, "committed_gpu_hours": D(30
 NAMESPACES = ["vision", "speech", None]
 
 
-def cost(terms: dict, used: Decimal) -> Decimal:
-    """C * r_c + max(0, U - C) * r_o, each line rounded half-up to the cent."""
-    cents = D("0.01")
+# The minor unit of each currency the histories are billed in (ISO 4217): none, two, three.
+MINOR_UNIT = {"JPY": D("1"), "CNY": D("0.01"), "KWD": D("0.001")}
+
+
+def cost(terms: dict, used: Decimal, currency: str) -> Decimal:
+    """C * r_c + max(0, U - C) * r_o, each line rounded half-up to the currency's minor
+    unit."""
+    unit = MINOR_UNIT[currency]
     committed = (terms["committed_gpu_hours"] * terms["committed_rate"]).quantize(
-        cents, ROUND_HALF_UP)
+        unit, ROUND_HALF_UP)
     overage = (max(D(0), used - terms["committed_gpu_hours"]) * terms["overage_rate"]).quantize(
-        cents, ROUND_HALF_UP)
+        unit, ROUND_HALF_UP)
     return committed + overage
 
 
@@ -107,10 +112,13 @@ actions = st.lists(st.one_of(
 class World:
     """The database and the model side by side; each action runs on both."""
 
-    def __init__(self, zone_a: str, term_a: int, zone_b: str, term_b: int):
+    def __init__(self, zone_a: str, term_a: int, zone_b: str, term_b: int,
+                 currency: str = "CNY"):
+        self.currency = currency
         self.plan = Plan.objects.create(name="P", base_quota_gpus=1, max_quota_gpus=3,
                                         committed_gpu_hours=D(30), committed_rate=D(10),
-                                        overage_rate=D(12), term_months=term_a, currency="CNY")
+                                        overage_rate=D(12), term_months=term_a,
+                                        currency=currency)
         self.tenants = {slug: Tenant.objects.create(slug=slug, name=slug)
                         for slug in ("vision", "speech")}
         for tenant in self.tenants.values():
@@ -256,7 +264,7 @@ def check(world: World) -> None:
             assert billed == used, (model.pk, index)  # every hour billed once
             assert (stated.committed_gpu_hours, stated.committed_rate, stated.overage_rate) == (
                 terms["committed_gpu_hours"], terms["committed_rate"], terms["overage_rate"])
-            want_money += cost(terms, used)
+            want_money += cost(terms, used, world.currency)
         assert sum((s.total_cost for s in statements), D(0)) == want_money, model.pk
         assert not [s for s in statements if s.kind == "period" and s.period_index >= model.term]
         windows.setdefault(model.tenant, []).append((contract.window_start, contract.window_end))
@@ -281,13 +289,13 @@ def note_coverage(world: World) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(zone_a=st.sampled_from(ZONES), term_a=st.integers(1, 3), zone_b=st.sampled_from(ZONES),
-       term_b=st.integers(1, 2), history=actions)
+       term_b=st.integers(1, 2), history=actions, currency=st.sampled_from(sorted(MINOR_UNIT)))
 def test_random_histories_bill_every_hour_once_at_its_own_period_s_price(
-        zone_a, term_a, zone_b, term_b, history):
+        zone_a, term_a, zone_b, term_b, history, currency):
     forget_gpus()
     partitions.forget()
     with override_settings(RAW_RETENTION_DAYS=3650), transaction.atomic():
-        world = World(zone_a, term_a, zone_b, term_b)
+        world = World(zone_a, term_a, zone_b, term_b, currency)
         run(world, history)
         note_coverage(world)
         check(world)

@@ -60,7 +60,7 @@ def test_windows_are_period_long_and_a_day_apart():
 def test_steady_use_above_the_commitment_recommends_committing_to_it():
     advice = recommend.advise_commitment([2.0] * (90 * 24), period_hours=720,
                                          current=Decimal(1000), committed_rate=RC,
-                                         overage_rate=RO)
+                                         overage_rate=RO, currency="CNY")
     assert advice.recommended == 1440 and advice.lookback_days == 90
     assert advice.rule_of_thumb == 1152
     assert advice.current_cost == Decimal("10000.00") + 440 * RO
@@ -83,7 +83,7 @@ def test_a_falling_history_never_drives_an_over_commitment():
     # 60 days at 3 GPUs, then 30 at 1: the long history alone would over-commit.
     hourly = [3.0] * (60 * 24) + [1.0] * (30 * 24)
     advice = recommend.advise_commitment(hourly, period_hours=720, current=Decimal(2000),
-                                         committed_rate=RC, overage_rate=RO)
+                                         committed_rate=RC, overage_rate=RO, currency="CNY")
     assert advice.long_optimum == pytest.approx(1200)
     assert advice.short_optimum == pytest.approx(720)
     # The trend says it may fall further; half of the fall carried on is 1 GPU - 1 GPU / 2 x 2.
@@ -101,14 +101,14 @@ def test_the_forecast_carries_half_of_each_past_change_from_the_last_period():
 
 def test_without_a_period_of_history_there_is_no_advice():
     assert recommend.advise_commitment([1.0] * 600, period_hours=720, current=Decimal(10),
-                                       committed_rate=RC, overage_rate=RO) is None
+                                       committed_rate=RC, overage_rate=RO, currency="CNY") is None
 
 
 def test_the_cost_curve_marks_the_minimum_at_the_recommendation():
     rng = random.Random(3)
     hourly = [max(0.0, rng.gauss(4, 1.5)) for _ in range(90 * 24)]
     advice = recommend.advise_commitment(hourly, period_hours=720, current=Decimal(1000),
-                                         committed_rate=RC, overage_rate=RO)
+                                         committed_rate=RC, overage_rate=RO, currency="CNY")
     cheapest = min(advice.curve, key=lambda p: p.expected)
     chosen = next(p for p in advice.curve if p.commitment == float(advice.recommended))
     assert chosen.expected <= cheapest.expected * 1.01

@@ -184,3 +184,30 @@ def test_a_negative_amount_in_the_focus_export_is_a_number_not_text():
     [row] = csv.DictReader(io.StringIO(FocusCSVRenderer().render(data).decode()))
     assert (row["BilledCost"], row["EffectiveCost"]) == ("-600.00", "-600.00")
     assert sum(D(row[c]) for c in ("BilledCost", "EffectiveCost")) == D("-1200.00")
+
+
+@pytest.mark.parametrize(("currency", "total", "overage"), [
+    ("KWD", "21.385", "1.385"), ("JPY", "21", "1"), ("CNY", "21.39", "1.39")])
+def test_a_statement_bills_in_its_currencys_minor_unit(client, lead, tenant, currency, total,
+                                                       overage):
+    """Rounded to cents whatever the currency, a KWD statement lost its third place and a JPY
+    one billed fractions of a yen."""
+    attribute(tenant)
+    plan = Plan.objects.create(name="Fils", base_quota_gpus=1, max_quota_gpus=2,
+                               committed_gpu_hours=D(100), committed_rate=D("0.2000"),
+                               overage_rate=D("0.2770"), term_months=1, currency=currency)
+    contract = Contract(tenant=tenant, plan=plan, starts_on=date(2026, 1, 1), time_zone="UTC",
+                        status=Contract.Status.ACTIVE)
+    contract.full_clean()
+    contract.save()
+    meter("vision", JAN, 105)  # 5 GPU-h of overage at 0.277: 1.385
+    with time_machine.travel(FEB + GRACE, tick=False):
+        close_due_periods(FEB + GRACE)
+    [statement] = get(client, lead, contract).json()["statements"]
+    assert statement["total"] == total
+    assert [line["amount"] for line in statement["lines"]] == [
+        "20" if currency == "JPY" else f"20.{'0' * len(total.split('.')[1])}", overage]
+    focus = list(csv.DictReader(io.StringIO(get(client, lead, contract, "?format=focus")
+                                            .content.decode())))
+    assert sum(D(r["BilledCost"]) for r in focus) == D(total)
+    assert [r["BilledCost"] for r in focus if r["PricingCategory"] == "Standard"] == [overage]
