@@ -73,6 +73,13 @@ class Statement(models.Model):
         _("corrections"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, default=Decimal(0),
         help_text=_("The sum of the correction lines; may be negative."),
     )
+    plan_name = models.CharField(
+        _("plan"), max_length=100, blank=True,
+        help_text=_("The plan's name when the statement was written (a plan renamed later "
+                    "does not rename old statements)."))
+    upfront_fee = models.DecimalField(
+        _("upfront fee"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
+        default=Decimal(0), help_text=_("The contract's one-time fee, on its first statement."))
     total_cost = models.DecimalField(_("total"), max_digits=MONEY_DIGITS,
                                      decimal_places=MONEY_PLACES)
     currency = models.CharField(_("currency"), max_length=3)
@@ -105,7 +112,7 @@ class Statement(models.Model):
             ),
             models.CheckConstraint(
                 condition=adds_up("total_cost", F("committed_cost") + F("overage_cost")
-                                  + F("corrections_cost")),
+                                  + F("corrections_cost") + F("upfront_fee")),
                 name="statement_total_adds_up",
             ),
             models.CheckConstraint(
@@ -123,6 +130,11 @@ class Statement(models.Model):
         if not self._state.adding:
             raise ValidationError(_("A closed statement is never rewritten."))
         super().save(*args, **kwargs)
+
+    @property
+    def upfront_fee_rows(self) -> int:
+        """Rows the page gives the upfront fee: one on the first statement, else none."""
+        return 1 if self.upfront_fee else 0
 
     @property
     def number(self) -> int:
@@ -195,3 +207,9 @@ class CorrectionLine(models.Model):
     @property
     def billed_after_gpu_hours(self) -> Decimal:
         return self.billed_gpu_hours + self.gpu_hours
+
+    @property
+    def overage_change_gpu_hours(self) -> Decimal:
+        """The overage GPU-hours the amount prices: the change in overage, not in usage (hours
+        that stay under the commitment cost nothing)."""
+        return self.overage_after_gpu_hours - self.overage_before_gpu_hours

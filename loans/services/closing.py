@@ -110,6 +110,8 @@ def _statement(contract: Contract, entry: ledger.PeriodEntry, coverage: fleet.Co
                pending: list) -> Statement:
     terms, cost = entry.terms, entry.cost
     corrections = sum((c.amount for _e, c in pending), ZERO)
+    # The contract's one-time fee is billed once, with its first period.
+    fee = billing.money(terms.upfront_fee, terms.currency) if entry.period.index == 0 else ZERO
     return Statement.objects.create(
         contract=contract, kind=Statement.Kind.PERIOD, period_index=entry.period.index,
         period_start=entry.period.start, period_end=entry.period.end,
@@ -119,7 +121,8 @@ def _statement(contract: Contract, entry: ledger.PeriodEntry, coverage: fleet.Co
         overage_rate=terms.overage_rate, committed_cost=cost.committed_cost,
         overage_cost=cost.overage_cost,
         corrections_gpu_hours=sum((c.gpu_hours for _e, c in pending), ZERO),
-        corrections_cost=corrections, total_cost=cost.total + corrections,
+        corrections_cost=corrections, upfront_fee=fee, total_cost=cost.total + corrections + fee,
+        plan_name=contract.plan.name,
         currency=terms.currency,
         completeness=min(Decimal(1), Decimal(repr(coverage.share)).quantize(COMPLETENESS)),
         data_from=coverage.data_from,
@@ -160,6 +163,7 @@ def _write_corrections_statement(contract: Contract, now: datetime) -> list[Stat
         overage_rate=terms.overage_rate, committed_cost=ZERO, overage_cost=ZERO,
         corrections_gpu_hours=sum((c.gpu_hours for _e, c in pending), ZERO),
         corrections_cost=corrections, total_cost=corrections, currency=terms.currency,
+        plan_name=contract.plan.name,
         completeness=Decimal(1))
     _lines(statement, pending, {s.period_index: s for s in book.statements})
     return [statement]

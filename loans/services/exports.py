@@ -24,7 +24,7 @@ class Line:
     overage billed before and after; its amount is their difference)."""
 
     statement: Statement
-    kind: str  # "commitment", "overage", "correction"
+    kind: str  # "upfront_fee", "commitment", "overage", "correction"
     gpu_hours: Decimal
     rate: Decimal
     amount: Decimal
@@ -45,12 +45,18 @@ def lines(statement: Statement) -> list[Line]:
         return billing.money(value, statement.currency)
 
     out = []
+    if statement.upfront_fee:  # the contract's one-time fee, on its first statement
+        fee = amount(statement.upfront_fee)
+        out.append(Line(statement, "upfront_fee", Decimal(1), fee, fee))
     if statement.kind == Statement.Kind.PERIOD:
         out += [Line(statement, "commitment", statement.committed_gpu_hours,
                      statement.committed_rate, amount(statement.committed_cost)),
                 Line(statement, "overage", statement.overage_gpu_hours, statement.overage_rate,
                      amount(statement.overage_cost))]
-    out += [Line(statement, "correction", c.gpu_hours, c.overage_rate, amount(c.amount), c)
+    # A correction prices the change in overage (hours that stay under the commitment cost
+    # nothing): rate x those GPU-hours is its amount, up to the rounding of each side.
+    out += [Line(statement, "correction", c.overage_change_gpu_hours, c.overage_rate,
+                 amount(c.amount), c)
             for c in statement.corrections.all()]
     return out
 
@@ -162,28 +168,32 @@ def focus_rows(book: Ledger, issuer: str) -> list[dict]:
     contract = book.contract
     out = []
     for s in book.statements:
+        billed_in = billing_period(s, contract)
+        plan = s.plan_name or contract.plan.name  # as it was named when stated
         base = {
             **{c: "" for c in FOCUS_COLUMNS},
             "BillingAccountId": contract.tenant.slug, "BillingAccountName": contract.tenant.name,
             "BillingAccountType": "Tenant", "BillingCurrency": s.currency,
-            "BillingPeriodStart": _utc(s.period_start), "BillingPeriodEnd": _utc(s.period_end),
+            "BillingPeriodStart": _utc(billed_in.start), "BillingPeriodEnd": _utc(billed_in.end),
             "InvoiceId": f"{contract.pk}-{s.number}", "InvoiceIssuerName": issuer,
             "PricingCurrency": s.currency, "ProviderName": issuer,
             "PublisherName": issuer, "ServiceCategory": "Compute", "ServiceName": "GPU loan",
             "ServiceSubcategory": "Other (Compute)", "SkuId": f"plan-{contract.plan_id}",
             "SkuMeter": METER, "SubAccountId": f"contract-{contract.pk}",
-            "SubAccountName": contract.plan.name, "SubAccountType": "Contract",
+            "SubAccountName": plan, "SubAccountType": "Contract",
             "PricingUnit": UNIT,
         }
         commitment = {"CommitmentDiscountCategory": "Usage",
                       "CommitmentDiscountId": f"contract-{contract.pk}",
-                      "CommitmentDiscountName": f"{contract.tenant.slug} / {contract.plan.name}",
+                      "CommitmentDiscountName": f"{contract.tenant.slug} / {plan}",
                       "CommitmentDiscountType": "GPU loan", "CommitmentDiscountUnit": UNIT}
         for line in lines(s):
             period = line.charge_period
             row = {**base, "ChargePeriodStart": _utc(period.start),
                    "ChargePeriodEnd": _utc(period.end)}
-            if line.kind == "commitment":
+            if line.kind == "upfront_fee":
+                out += _fee_rows(row, s, line, contract.plan_id)
+            elif line.kind == "commitment":
                 out += _commitment_rows(row, commitment, s, contract.plan_id)
             elif line.kind == "overage":
                 if line.gpu_hours or line.amount:
@@ -191,6 +201,20 @@ def focus_rows(book: Ledger, issuer: str) -> list[dict]:
             else:
                 out += _correction_rows(row, commitment, s, line.corrects, contract.plan_id)
     return out
+
+
+def billing_period(s: Statement, contract: Contract) -> billing.Period:
+    """The month a statement bills in: a period statement's own period; a corrections
+    statement (after the contract's last period) the anniversary month it was written in, so a
+    correction that reached the meter on May 4 is not billed in April."""
+    if s.kind == Statement.Kind.PERIOD:
+        return s.period
+    index = s.period_index
+    while True:
+        month = billing.period_of(contract.starts_on, index, contract.zone)
+        if s.closed_at < month.end:
+            return month
+        index += 1
 
 
 def _number(value: Decimal) -> str:
@@ -257,6 +281,23 @@ def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: st
            if status == "Used" else {}),
         "ChargeDescription": description,
     }
+
+
+def _fee_rows(row: dict, s: Statement, line: Line, plan_id: int) -> list[dict]:
+    """The upfront fee: a one-time Purchase (billed, no effective cost, as FOCUS has every
+    purchase), and its cost taken in full in the period it is billed with (a Usage row billed
+    0): the statement's BilledCost and EffectiveCost both count it once."""
+    fee = _money(line.amount, s.currency)
+    common = {**row, **_price(plan_id, "upfront-fee"),
+              **_priced(Decimal(1), line.amount, line.amount, s.currency),
+              "PricingUnit": "Fee", "ChargeFrequency": "One-Time", "PricingCategory": "Standard"}
+    return [
+        {**common, "ChargeCategory": "Purchase", "BilledCost": fee, "EffectiveCost": "0",
+         "ChargeDescription": f"Upfront fee of the contract, billed with period {s.number}"},
+        {**common, "ChargeCategory": "Usage", "BilledCost": "0", "EffectiveCost": fee,
+         "ConsumedQuantity": "1", "ConsumedUnit": "Fee",
+         "ChargeDescription": f"Upfront fee of the contract, taken in period {s.number}"},
+    ]
 
 
 def _overage_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:

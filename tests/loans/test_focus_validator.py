@@ -25,9 +25,10 @@ import pytest
 import time_machine
 
 from loans.api.ledger import FocusCSVRenderer
-from loans.models import Contract, Plan, Tenant
+from loans.models import Contract, Membership, Plan, Tenant
 from loans.services import amendments, exports, ledger
 from loans.services.closing import close_due_periods
+from tests.conftest import make_user
 from tests.ledger import FEB, GRACE, JAN, MAR, attribute, long_retention, meter  # noqa: F401
 
 D = Decimal
@@ -41,10 +42,11 @@ VALIDATOR_DEFECTS = {
 pytestmark = pytest.mark.usefixtures("long_retention")
 
 
-def signed(tenant: Tenant, committed: int, *, name: str = "Small") -> Contract:
+def signed(tenant: Tenant, committed: int, *, name: str = "Small", fee: str = "0") -> Contract:
     plan = Plan.objects.create(name=name, base_quota_gpus=1, max_quota_gpus=4,
                                committed_gpu_hours=D(committed), committed_rate=D("10.00"),
-                               overage_rate=D("12.00"), term_months=3, currency="CNY")
+                               overage_rate=D("12.00"), term_months=3, currency="CNY",
+                               upfront_fee=D(fee))
     contract = Contract(tenant=tenant, plan=plan, starts_on=date(2026, 1, 1), time_zone="UTC",
                         status=Contract.Status.ACTIVE)
     contract.full_clean()
@@ -59,13 +61,14 @@ def close(at) -> None:
 
 @pytest.fixture
 def ledgers(db) -> list[Contract]:
-    """vision: over its commitment in January (late hours add overage), under it in February
-    (late hours draw on the commitment), amended from March. nlp: pay-as-you-go (C = 0)."""
+    """vision: an upfront fee, over its commitment in January (late hours add overage), under
+    it in February (late hours draw on the commitment), amended from March. nlp:
+    pay-as-you-go (C = 0)."""
     vision = Tenant.objects.create(slug="vision", name="Vision")
     nlp = Tenant.objects.create(slug="nlp", name="NLP")
     attribute(vision)
     attribute(nlp)
-    committed = signed(vision, 100)
+    committed = signed(vision, 100, fee="5000")
     paygo = signed(nlp, 0, name="Pay as you go")
     meter("vision", JAN, 130)
     meter("nlp", JAN, 20, gpu_prefix="NLP")
@@ -156,3 +159,69 @@ def test_a_pay_as_you_go_contract_has_no_purchase_and_no_empty_rows(ledgers):
     assert {r["ChargeCategory"] for r in rows} == {"Usage"}
     assert not any(r["CommitmentDiscountId"] for r in rows)
     assert all(D(r["PricingQuantity"]) != 0 for r in rows)  # no zero-quantity overage rows
+
+
+def test_the_upfront_fee_is_billed_once_on_the_first_statement(ledgers, client, operator):
+    """Signed, counted by buy-vs-loan, and billed nowhere: now a one-time line of the first
+    statement, in its total, its CSV and its FOCUS rows."""
+    committed = ledgers[0]
+    first, *later = committed.statements.order_by("closed_at")
+    assert first.upfront_fee == D(5000) and all(s.upfront_fee == 0 for s in later)
+    assert first.total_cost == first.committed_cost + first.overage_cost + D(5000)
+    rows, _text = export([committed], APR + GRACE)
+    fee = [(r["ChargeCategory"], r["BilledCost"], r["EffectiveCost"], r["InvoiceId"])
+           for r in rows if r["ChargeFrequency"] == "One-Time"]
+    assert fee == [("Purchase", "5000.00", "0", f"{committed.pk}-1"),
+                   ("Usage", "0", "5000.00", f"{committed.pk}-1")]
+    client.force_login(operator)
+    with time_machine.travel(APR + GRACE, tick=False):
+        body = client.get(f"/api/v1/contracts/{committed.pk}/statements").json()
+        table = client.get(f"/api/v1/contracts/{committed.pk}/statements?format=csv")
+    assert body["statements"][0]["lines"][0] == {
+        "kind": "upfront_fee", "gpu_hours": "1", "rate": "5000.00", "amount": "5000.00"}
+    assert [line.split(",")[4] for line in table.content.decode().splitlines()[1:]].count(
+        "upfront_fee") == 1
+
+
+def test_the_lead_reads_the_fee_each_lines_priced_hours_and_every_statements_total(
+        ledgers, client):
+    """The page's statement lines: the fee on the first; a correction's GPU-hours are the
+    overage it prices (rate x GPU-hours was 12 x 10 shown against 0.00 for hours under the
+    commitment); a total on every statement."""
+    committed = ledgers[0]
+    lead = make_user("vision-lead")
+    Membership.objects.create(user=lead, tenant=committed.tenant, role=Membership.Role.LEAD)
+    client.force_login(lead)
+    with time_machine.travel(APR + GRACE, tick=False):
+        page = client.get(f"/en/tenants/vision/?contract={committed.pk}").content.decode()
+    table = page[page.index('id="statement-list"'):]
+    assert 'data-fee="5000' in table and "5,000.00 CNY" in table
+    totals = re.findall(r'data-total="([^"]+)"', table)
+    assert len(totals) == committed.statements.count()
+    rows = re.findall(r'<tr class="correction" data-corrects="(\d)">(.*?)</tr>', table, re.S)
+    cells = {period: re.findall(r'<td class="num">([^<]*)</td>', row) for period, row in rows}
+    assert cells["1"][:2] == ["10.00", "12.0000"]  # 10 GPU-h more overage at 12
+    assert cells["2"][:2] == ["0.00", "12.0000"]  # 10 GPU-h under the commitment: no overage
+
+
+def test_a_corrections_statement_bills_in_the_month_it_is_written(ledgers):
+    """After the last period, late usage of March reached the meter in May and was stated on
+    June 1: billed in June (the month written), not in April (the month after the term)."""
+    committed = ledgers[0]
+    meter("vision", MAR + timedelta(days=2), 3, gpu_prefix="MAY", at=MAR.replace(month=5))
+    june = MAR.replace(month=6)
+    close(june + GRACE)
+    corrections = committed.statements.get(kind="corrections")
+    rows, _text = export([committed], june + GRACE)
+    billed = {(r["BillingPeriodStart"], r["BillingPeriodEnd"]) for r in rows
+              if r["InvoiceId"] == f"{committed.pk}-{corrections.number}"}
+    assert billed == {("2026-06-01T00:00:00Z", "2026-07-01T00:00:00Z")}
+    assert all(r["ChargePeriodStart"] == "2026-03-01T00:00:00Z" for r in rows
+               if r["InvoiceId"] == f"{committed.pk}-{corrections.number}")
+
+
+def test_a_plan_renamed_later_does_not_rename_old_statements(ledgers):
+    committed = ledgers[0]
+    Plan.objects.filter(pk=committed.plan_id).update(name="Renamed")
+    rows, _text = export([committed], APR + GRACE)
+    assert {r["SubAccountName"] for r in rows} == {"Small"}

@@ -113,12 +113,12 @@ class World:
     """The database and the model side by side; each action runs on both."""
 
     def __init__(self, zone_a: str, term_a: int, zone_b: str, term_b: int,
-                 currency: str = "CNY"):
-        self.currency = currency
+                 currency: str = "CNY", fee: Decimal = Decimal(0)):
+        self.currency, self.fee = currency, fee
         self.plan = Plan.objects.create(name="P", base_quota_gpus=1, max_quota_gpus=3,
                                         committed_gpu_hours=D(30), committed_rate=D(10),
                                         overage_rate=D(12), term_months=term_a,
-                                        currency=currency)
+                                        currency=currency, upfront_fee=fee)
         self.tenants = {slug: Tenant.objects.create(slug=slug, name=slug)
                         for slug in ("vision", "speech")}
         for tenant in self.tenants.values():
@@ -252,7 +252,7 @@ def check(world: World) -> None:
         assert contract.term_months == model.term
         statements = list(Statement.objects.filter(contract=contract))
         lines = list(CorrectionLine.objects.filter(statement__contract=contract))
-        want_money = D(0)
+        want_money = world.fee  # signed with the plan's fee, billed once
         for index, (start, end) in enumerate(model.bounds()):
             used = D(sum(1 for s in world.samples
                          if s.tenant == model.tenant and start <= s.ts < end))
@@ -289,13 +289,14 @@ def note_coverage(world: World) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.data_too_large])
 @given(zone_a=st.sampled_from(ZONES), term_a=st.integers(1, 3), zone_b=st.sampled_from(ZONES),
-       term_b=st.integers(1, 2), history=actions, currency=st.sampled_from(sorted(MINOR_UNIT)))
+       term_b=st.integers(1, 2), history=actions, currency=st.sampled_from(sorted(MINOR_UNIT)),
+       fee=st.sampled_from([D(0), D(500), D(1234)]))
 def test_random_histories_bill_every_hour_once_at_its_own_period_s_price(
-        zone_a, term_a, zone_b, term_b, history, currency):
+        zone_a, term_a, zone_b, term_b, history, currency, fee):
     forget_gpus()
     partitions.forget()
     with override_settings(RAW_RETENTION_DAYS=3650), transaction.atomic():
-        world = World(zone_a, term_a, zone_b, term_b, currency)
+        world = World(zone_a, term_a, zone_b, term_b, currency, fee)
         run(world, history)
         note_coverage(world)
         check(world)
