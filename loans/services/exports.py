@@ -234,8 +234,12 @@ def _priced(hours: Decimal, contracted: Decimal, listed: Decimal, currency: str)
 
 
 def _money(amount: Decimal, currency: str) -> str:
-    """An amount as its currency writes it: 1360.00 CNY, 124 JPY, 0.038 KWD."""
-    return _number(billing.money(amount, currency))
+    """An amount to its currency's minor unit (1360.00 CNY, 0.038 KWD), written with a decimal
+    point even where the currency has no minor unit (124.0 JPY): cost columns are decimal
+    numbers, and a reader that infers types from the text would take a column of whole yen
+    for integers (the Foundation's validator does, and fails it)."""
+    value = billing.money(amount, currency)
+    return _number(value) if value.as_tuple().exponent < 0 else f"{value:.1f}"
 
 
 def _commitment_rows(row: dict, commitment: dict, s: Statement, plan_id: int) -> list[dict]:
@@ -249,7 +253,8 @@ def _commitment_rows(row: dict, commitment: dict, s: Statement, plan_id: int) ->
             **_priced(committed, s.committed_rate, s.committed_rate, s.currency),
             "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
             "PricingCategory": "Committed", "BilledCost": _money(s.committed_cost, s.currency),
-            "EffectiveCost": _number(ZERO), "CommitmentDiscountQuantity": _number(committed),
+            "EffectiveCost": _money(ZERO, s.currency),
+            "CommitmentDiscountQuantity": _number(committed),
             "ChargeDescription": (f"Commitment, period {s.number}: {committed} GPU-hours at "
                                   f"{s.committed_rate}"),
         })
@@ -272,7 +277,7 @@ def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: st
         **_priced(hours, s.committed_rate, s.overage_rate, s.currency),
         "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
         "ChargeClass": "Correction" if correction else "", "PricingCategory": "Committed",
-        "BilledCost": _number(ZERO), "EffectiveCost": _money(cost, s.currency),
+        "BilledCost": _money(ZERO, s.currency), "EffectiveCost": _money(cost, s.currency),
         "CommitmentDiscountStatus": status,
         # FOCUS leaves a correction's commitment quantity empty: its quantities say it.
         **({"CommitmentDiscountQuantity": "", "CommitmentDiscountUnit": ""} if correction
@@ -292,9 +297,11 @@ def _fee_rows(row: dict, s: Statement, line: Line, plan_id: int) -> list[dict]:
               **_priced(Decimal(1), line.amount, line.amount, s.currency),
               "PricingUnit": "Fee", "ChargeFrequency": "One-Time", "PricingCategory": "Standard"}
     return [
-        {**common, "ChargeCategory": "Purchase", "BilledCost": fee, "EffectiveCost": "0",
+        {**common, "ChargeCategory": "Purchase", "BilledCost": fee,
+         "EffectiveCost": _money(ZERO, s.currency),
          "ChargeDescription": f"Upfront fee of the contract, billed with period {s.number}"},
-        {**common, "ChargeCategory": "Usage", "BilledCost": "0", "EffectiveCost": fee,
+        {**common, "ChargeCategory": "Usage", "BilledCost": _money(ZERO, s.currency),
+         "EffectiveCost": fee,
          "ConsumedQuantity": "1", "ConsumedUnit": "Fee",
          "ChargeDescription": f"Upfront fee of the contract, taken in period {s.number}"},
     ]

@@ -17,19 +17,28 @@ are allowed to fail:
 
 import re
 import subprocess
+import tempfile
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 import time_machine
+from django.db import transaction
+from django.test import override_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from loans.api.ledger import FocusCSVRenderer
 from loans.models import Contract, Membership, Plan, Tenant
 from loans.services import amendments, exports, ledger
 from loans.services.closing import close_due_periods
+from metering import partitions
+from metering.intake.ingest import forget_gpus
 from tests.conftest import make_user
 from tests.ledger import FEB, GRACE, JAN, MAR, attribute, long_retention, meter  # noqa: F401
+from tests.loans import test_ledger_invariants as invariants
+from tests.tiers import examples
 
 D = Decimal
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +155,7 @@ def test_late_hours_under_the_commitment_move_from_unused_to_used(ledgers):
              and r["ChargePeriodStart"] == "2026-02-01T00:00:00Z"]
     assert {(r["CommitmentDiscountStatus"], r["PricingQuantity"], r["BilledCost"],
              r["EffectiveCost"]) for r in moved} == {
-        ("Used", "10.000000", "0", "100.00"), ("Unused", "-10.000000", "0", "-100.00")}
+        ("Used", "10.000000", "0.00", "100.00"), ("Unused", "-10.000000", "0.00", "-100.00")}
     assert {r["CommitmentDiscountId"] for r in moved} == {f"contract-{committed.pk}"}
     february = [r for r in rows if r["ChargePeriodStart"] == "2026-02-01T00:00:00Z"
                 and r["CommitmentDiscountStatus"] == "Used"]
@@ -171,8 +180,8 @@ def test_the_upfront_fee_is_billed_once_on_the_first_statement(ledgers, client, 
     rows, _text = export([committed], APR + GRACE)
     fee = [(r["ChargeCategory"], r["BilledCost"], r["EffectiveCost"], r["InvoiceId"])
            for r in rows if r["ChargeFrequency"] == "One-Time"]
-    assert fee == [("Purchase", "5000.00", "0", f"{committed.pk}-1"),
-                   ("Usage", "0", "5000.00", f"{committed.pk}-1")]
+    assert fee == [("Purchase", "5000.00", "0.00", f"{committed.pk}-1"),
+                   ("Usage", "0.00", "5000.00", f"{committed.pk}-1")]
     client.force_login(operator)
     with time_machine.travel(APR + GRACE, tick=False):
         body = client.get(f"/api/v1/contracts/{committed.pk}/statements").json()
@@ -225,3 +234,36 @@ def test_a_plan_renamed_later_does_not_rename_old_statements(ledgers):
     Plan.objects.filter(pk=committed.plan_id).update(name="Renamed")
     rows, _text = export([committed], APR + GRACE)
     assert {r["SubAccountName"] for r in rows} == {"Small"}
+
+
+@pytest.mark.django_db
+@settings(max_examples=examples(5), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(zone_a=st.sampled_from(invariants.ZONES), term_a=st.integers(1, 3),
+       zone_b=st.sampled_from(invariants.ZONES), term_b=st.integers(1, 2),
+       history=invariants.actions, currency=st.sampled_from(sorted(invariants.MINOR_UNIT)),
+       fee=st.sampled_from([D(0), D(1234)]))
+def test_the_random_ledgers_of_the_invariants_pass_the_validator(
+        zone_a, term_a, zone_b, term_b, history, currency, fee):
+    """The ledger invariants' random histories (amendments, moves, late usage, terminations,
+    JPY, CNY and KWD, fees), each exported whole and checked by the Foundation's validator."""
+    forget_gpus()
+    partitions.forget()
+    with override_settings(RAW_RETENTION_DAYS=3650), transaction.atomic():
+        world = invariants.World(zone_a, term_a, zone_b, term_b, currency, fee)
+        invariants.run(world, history)
+        contracts = [Contract.objects.get(pk=model.pk) for model in world.contracts]
+        rows, text = export(contracts, invariants.T0 + timedelta(days=500))
+        with tempfile.TemporaryDirectory() as folder:
+            failed = validate(text, Path(folder))
+        assert failed <= VALIDATOR_DEFECTS, sorted(failed - VALIDATOR_DEFECTS)
+        for contract in contracts:
+            for statement in contract.statements.all():
+                mine = [r for r in rows
+                        if r["InvoiceId"] == f"{contract.pk}-{statement.number}"]
+                assert sum(D(r["BilledCost"]) for r in mine) == statement.total_cost
+                assert sum(D(r["EffectiveCost"]) for r in mine) == statement.total_cost
+        transaction.set_rollback(True)
+    forget_gpus()
+    partitions.forget()

@@ -114,12 +114,12 @@ def test_the_focus_export_names_its_columns_and_bills_what_the_statements_bill(
     assert billed == totals and effective == totals
     purchases = [r for r in rows if r["ChargeCategory"] == "Purchase"]
     assert [(r["BilledCost"], r["EffectiveCost"], r["ChargeFrequency"], r["PricingQuantity"])
-            for r in purchases] == [("1000.00", "0", "Recurring", "100.000000")] * 2
+            for r in purchases] == [("1000.00", "0.00", "Recurring", "100.000000")] * 2
     used = [r for r in rows if r["CommitmentDiscountStatus"] == "Used"]
     unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
     assert [r["CommitmentDiscountQuantity"] for r in used] == ["100.000000", "40.000000"]
     assert [(r["CommitmentDiscountQuantity"], r["BilledCost"], r["EffectiveCost"])
-            for r in unused] == [("60.000000", "0", "600.00")]
+            for r in unused] == [("60.000000", "0.00", "600.00")]
     [correction] = [r for r in rows if r["ChargeClass"] == "Correction"]
     assert correction["ChargePeriodStart"] == "2026-01-01T00:00:00Z"  # the period corrected
     assert correction["BillingPeriodStart"] == "2026-02-01T00:00:00Z"  # billed in period 2
@@ -210,4 +210,6 @@ def test_a_statement_bills_in_its_currencys_minor_unit(client, lead, tenant, cur
     focus = list(csv.DictReader(io.StringIO(get(client, lead, contract, "?format=focus")
                                             .content.decode())))
     assert sum(D(r["BilledCost"]) for r in focus) == D(total)
-    assert [r["BilledCost"] for r in focus if r["PricingCategory"] == "Standard"] == [overage]
+    # FOCUS writes a decimal point even in yen (1.0): cost columns are decimals.
+    assert [D(r["BilledCost"]) for r in focus if r["PricingCategory"] == "Standard"] == [
+        D(overage)]
