@@ -309,7 +309,8 @@ LATE_DATA_GRACE_HOURS = env_int("LATE_DATA_GRACE_HOURS", 2)
 # this long; devices seen within the capacity window count in pools and in device limits.
 DEVICE_MOVE_MINUTES = env_int("DEVICE_MOVE_MINUTES", 10, minimum=1)
 CAPACITY_WINDOW_HOURS = env_int("CAPACITY_WINDOW_HOURS", 24, minimum=1)
-# Slurm as a second meter and as the enforcer (metering.accounting, loans.services.slurm_limits):
+# Slurm as a second meter and as the enforcer (metering.schedulers.slurm and
+# loans.services.slurm_limits):
 # the cluster whose Slurm this server's client commands reach; empty: the beat jobs do nothing.
 SLURM_CLUSTER = env_str("SLURM_CLUSTER")
 SLURM_IMPORT_DAYS = env_int("SLURM_IMPORT_DAYS", 35, minimum=1)  # a first import reaches back

@@ -4,9 +4,10 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from metering import accounting, partitions, peaks
+from metering import partitions, peaks, schedulers
 from metering.models import Cluster
 from metering.retention import purge_raw_samples
+from metering.schedulers.slurm.sacct import AccountingError
 from metering.usage import rebuild_rollups
 
 
@@ -36,12 +37,15 @@ def purge_old_samples() -> str:
             f"yesterday's {'settled' if settled else 'absent'}")
 
 
-@shared_task(autoretry_for=(accounting.AccountingError,), retry_backoff=True, max_retries=3)
+@shared_task(autoretry_for=(AccountingError,), retry_backoff=True, max_retries=3)
 def import_slurm_usage() -> str:
     """Slurm accounting into the second meter (every 15 minutes, from beat) where
     SLURM_CLUSTER names the cluster; `manage.py import_slurm_usage` does the same by hand."""
     if not settings.SLURM_CLUSTER:
         return "SLURM_CLUSTER is not set"
     cluster = Cluster.objects.get(name=settings.SLURM_CLUSTER)
-    done = accounting.import_usage(cluster, now=timezone.now(), days=settings.SLURM_IMPORT_DAYS)
+    scheduler = schedulers.for_cluster(cluster)
+    if scheduler is None:
+        return f"cluster {cluster.name} ({cluster.kind}) keeps no accounting to import"
+    done = scheduler.import_usage(cluster, now=timezone.now(), days=settings.SLURM_IMPORT_DAYS)
     return f"{done.read} jobs read, {done.new} new, {done.completed} completed"

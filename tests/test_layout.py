@@ -12,7 +12,9 @@ APPS = ("agent", "config", "core", "loans", "metering")
 # loans' wiring for operators and the demo may reach metering's models: the admin's inlines,
 # the demo's seeding and the commands that stand in for agents.
 LOANS_WIRING = ("loans/admin.py", "loans/admin_ledger.py", "loans/demo.py", "loans/management/")
-METERING_SURFACE = ("metering.usage", "metering.services")
+# What loans may import of metering: its reads, its writes, and the pure reader of Slurm's
+# accounting formats (no model behind it), which the advice's history upload reads through.
+METERING_SURFACE = ("metering.usage", "metering.services", "metering.schedulers.slurm.sacct")
 
 
 def modules(folder: str) -> list[Path]:
@@ -176,3 +178,20 @@ def test_the_rules_see_a_break():
             "metering/_layout_probe.py:2 imports loans.models: x"]
     finally:
         path.unlink()
+
+
+def test_slurm_accounting_is_read_in_one_place():
+    """AllocTRES (`gres/gpu=2`, `gres/gpu:h100=1`) is parsed by metering.schedulers.slurm.sacct
+    alone: there were two readers (the importer's and the advice's history), which disagreed
+    on typed counts. A string that starts a TRES key or a pattern over one is a parser."""
+    home = ROOT / "metering" / "schedulers" / "slurm"
+    found = []
+    for folder in ("config", "core", "loans", "metering"):
+        for path in modules(folder):
+            if path.is_relative_to(home):
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                        node.value.startswith("gres/gpu") or "gres/gpu(" in node.value):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value[:40]!r}")
+    assert found == []

@@ -10,17 +10,15 @@ Every row that cannot be read is named with its line; hours a CSV leaves out are
 
 import csv
 import io
-import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 
 from django.utils.translation import gettext as _
 
-from core.bounds import whole_number
+from metering.schedulers.slurm.sacct import gpus_of, spread_seconds  # pure: no model
 
 HOUR = timedelta(hours=1)
 SACCT_COLUMNS = ("JobID", "Account", "User", "Start", "End", "AllocTRES")
-GPUS_IN_TRES = re.compile(r"(?:^|,)gres/gpu(?::[^=,]+)?=([^,]*)")
 MAX_PROBLEMS = 20  # named one by one; the rest are counted
 # A history spans at most three years: more says nothing more about a term to sign, and the
 # hours are held one by one (a file of two rows a thousand years apart would ask for millions).
@@ -211,11 +209,11 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
         if account and job_account != account:
             other += 1
             continue
-        found = GPUS_IN_TRES.search(tres)
-        gpus = whole_number(found.group(1), 0, 9_999_999, digits=7) if found else 0
-        if gpus is None:  # not ASCII digits, or more than seven of them
+        try:
+            gpus = gpus_of(tres)
+        except ValueError as error:  # not ASCII digits, or more than seven of them
             problems.append(_("line %(line)s: gres/gpu=%(value)s is not a number of GPUs a "
-                              "job holds") % {"line": number, "value": found.group(1)[:20]})
+                              "job holds") % {"line": number, "value": str(error)[:20]})
             continue
         if gpus == 0:
             continue  # a job without GPUs
@@ -260,27 +258,8 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
 
 def _spread(first: datetime, count: int, jobs: list[tuple[datetime, datetime, int, int]]
             ) -> list[float]:
-    """GPUs in use each of `count` hours from `first`: each job's GPUs over the part of each
-    hour it ran. A job's partial first and last hours are added directly and its whole hours
-    in between as a step up and a step down, summed once at the end, so a job costs the same
-    however long it ran."""
-    hours = [0.0] * count
-    steps = [0] * (count + 1)  # whole hours: GPUs from this hour on, running sums
-    for began, ended, gpus, _line in jobs:
-        k = int((began - first) / HOUR)
-        boundary = first + HOUR * (k + 1)
-        if ended <= boundary:  # within one hour
-            hours[k] += gpus * ((ended - began) / HOUR)
-            continue
-        hours[k] += gpus * ((boundary - began) / HOUR)
-        last = int((ended - first) / HOUR)  # the hour it ends in
-        steps[k + 1] += gpus
-        steps[last] -= gpus
-        rest = ended - (first + HOUR * last)
-        if rest:
-            hours[last] += gpus * (rest / HOUR)
-    running = 0
-    for k in range(count):
-        running += steps[k]
-        hours[k] += running
-    return hours
+    """GPUs in use each of `count` hours from `first`: each job's GPU-seconds in each hour
+    (Slurm's one spreader, metering.schedulers.slurm.sacct), as GPUs held the hour long."""
+    held = spread_seconds(first, count,
+                          [(began, ended, gpus) for began, ended, gpus, _line in jobs])
+    return [seconds / HOUR.total_seconds() for seconds in held]

@@ -20,6 +20,7 @@ from datetime import datetime
 
 from loans.models import Contract, SlurmLimitChange
 from loans.services import bursts
+from metering.schedulers.slurm.sacct import gpu_count
 from metering.usage.fleet import slurm_accounts
 
 QOS_PREFIX = "gpuloans-burst-"
@@ -83,11 +84,12 @@ def wanted(cluster_id: int, at: datetime) -> list[Wanted]:
 
 
 def _gpus(tres: str) -> int | None:
-    for item in tres.split(","):
-        key, _, value = item.partition("=")
-        if key == "gres/gpu" and value.lstrip("-").isdigit() and int(value) >= 0:
-            return int(value)
-    return None
+    """An account's GPU limit from its GrpTRES (Slurm's one TRES reader); None if it has none
+    or one that is not a count."""
+    try:
+        return gpu_count(tres)
+    except ValueError:
+        return None
 
 
 def _sacctmgr(run: Run, *args: str) -> str:

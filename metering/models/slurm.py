@@ -1,5 +1,5 @@
 """What Slurm's own accounting says each job held: the second meter beside the agents'
-(metering.accounting imports it; metering.usage.slurm reads it)."""
+(metering.schedulers.slurm.accounting imports it; metering.usage.slurm reads it)."""
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _

@@ -1,4 +1,4 @@
-"""The agents' meter against Slurm's own accounting (metering.accounting), per tenant and day:
+"""The agents' meter against Slurm's own accounting (metering.schedulers.slurm), per tenant and day:
 how an operator finds a missing agent, a wrong attribution rule or a job that never reached the
 meter.
 

@@ -267,8 +267,9 @@ def test_the_command_answers_what_it_cannot_use_clearly(tmp_path, db):
 def slurm_history(catalogue, tenant):
     """Sixty days of a Slurm account of the tenant's in imported accounting: 6 GPUs held
     around the clock and 4 more in working hours."""
-    from metering.accounting import Job, import_jobs
     from metering.models import AttributionRule, Cluster
+    from metering.schedulers.slurm.accounting import import_jobs
+    from metering.schedulers.slurm.sacct import Job
 
     cluster = Cluster.objects.create(name="hpc", kind=Cluster.Kind.SLURM)
     AttributionRule.objects.create(tenant=tenant, cluster=cluster, value="team-a",

@@ -9,8 +9,9 @@ from django.conf import settings
 
 from loans.models import Alert
 from loans.services import alerts
-from metering.accounting import Job, import_jobs
 from metering.models import AttributionRule, Cluster, Gpu, GpuHour, Node
+from metering.schedulers.slurm.accounting import import_jobs
+from metering.schedulers.slurm.sacct import Job
 
 ZONE = ZoneInfo(settings.TIME_ZONE)
 

@@ -13,10 +13,11 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metering import accounting
-from metering.accounting import Job, gpus_of, hours_of, import_jobs, read_json, read_parsable
 from metering.models import AttributionRule, Cluster, GpuHour, SlurmHour, SlurmJob
 from metering.models import Node as MeterNode
+from metering.schedulers.slurm import sacct as accounting
+from metering.schedulers.slurm.accounting import import_jobs
+from metering.schedulers.slurm.sacct import Job, gpus_of, read_json, read_parsable, spread_seconds
 from metering.usage.slurm import reconcile
 from tests.tiers import examples
 
@@ -68,6 +69,22 @@ def test_the_gpus_of_an_alloc_tres(tres, gpus):
     assert gpus_of(tres) == gpus
 
 
+@pytest.mark.parametrize("tres", ["gres/gpu=x", "gres/gpu=12345678", "gres/gpu:h100=٣"])
+def test_a_count_that_is_no_number_of_gpus_is_refused_with_it(tres):
+    with pytest.raises(ValueError, match=tres.rsplit("=", 1)[1]):
+        gpus_of(tres)
+
+
+def test_the_one_reader_is_what_the_advices_history_reads():
+    """The advice's sacct upload and the importer read AllocTRES alike: typed counts summed
+    where no total is listed (the history took the first typed count: 1 GPU of 3)."""
+    from loans.services.history import read_history
+
+    text = ("JobID|Account|User|Start|End|AllocTRES\n"
+            "1|a|u|2026-11-01T00:00:00|2026-11-01T02:00:00|cpu=4,gres/gpu:a100=1,gres/gpu:h100=2\n")
+    assert read_history(text).hours == [3.0, 3.0]
+
+
 def test_a_sacct_without_json_is_read_in_plain_columns():
     calls = []
 
@@ -93,8 +110,11 @@ def test_a_sacct_that_fails_says_why():
 
 
 def test_a_job_counts_in_the_hours_it_covers_in_proportion():
-    assert hours_of(T0 + timedelta(minutes=30), T0 + timedelta(hours=1, minutes=15)) == [
-        (T0, 1800.0), (T0 + timedelta(hours=1), 900.0)]
+    assert spread_seconds(T0, 3, [(T0 + timedelta(minutes=30),
+                                   T0 + timedelta(hours=1, minutes=15), 1)]) == [
+        1800.0, 900.0, 0.0]
+    assert spread_seconds(T0, 4, [(T0 + timedelta(minutes=30), T0 + timedelta(hours=3), 2)]) == [
+        3600.0, 7200.0, 7200.0, 0.0]
 
 
 # Random histories against a brute-force model: every second a job held counts once, in its

@@ -2,7 +2,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from metering.accounting import AccountingError, import_usage
+from metering import schedulers
 from metering.management.commands.recount_rollups import moment
 from metering.usage.slurm import find_slurm_cluster
 
@@ -30,9 +30,14 @@ class Command(BaseCommand):
         now = timezone.now()
         if start is not None and start >= now:
             raise CommandError("--since must be in the past.")
+        scheduler = schedulers.for_cluster(target)
+        if scheduler is None:
+            raise CommandError(f"{target.name} is a {target.get_kind_display()} cluster: its "
+                               "scheduler keeps no accounting to import.")
         try:
-            done = import_usage(target, now=now, since=start, days=settings.SLURM_IMPORT_DAYS)
-        except AccountingError as error:
+            done = scheduler.import_usage(target, now=now, since=start,
+                                          days=settings.SLURM_IMPORT_DAYS)
+        except scheduler.errors as error:
             raise CommandError(str(error)) from None
         self.stdout.write(self.style.SUCCESS(
             f"{target.name}: {done.read} jobs with GPUs read, {done.new} new, {done.completed} "

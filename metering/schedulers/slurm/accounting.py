@@ -1,0 +1,109 @@
+"""Slurm accounting as a second meter: the jobs `sacct` reports (from slurmdbd), each job's
+allocated GPUs over its run time as GPU-seconds per account, user and hour, kept per cluster
+beside the agents' meter (metering.models.SlurmJob, SlurmHour).
+
+An import is idempotent: a job is one row keyed by its cluster and id, so reading it again
+changes nothing, and a job that was running (counted up to the import's moment) and has ended
+since is completed in place, never counted twice. The hours an import touched are rebuilt from
+the jobs that cover them.
+
+sacct is read, and jobs spread over hours, by metering.schedulers.slurm.sacct.
+"""
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from metering.models import Cluster, SlurmHour, SlurmJob
+from metering.rollups import HOUR, floor_hour
+from metering.schedulers.slurm.sacct import (
+    AccountingError,
+    Job,
+    Run,
+    run_sacct,
+    sacct,
+    spread_seconds,
+)
+
+
+@dataclass(frozen=True)
+class Imported:
+    read: int  # jobs sacct reported that held GPUs
+    new: int
+    completed: int  # were running at the last import, have ended since
+    hours: int  # account-hours rebuilt
+
+
+def import_jobs(cluster: Cluster, jobs: list[Job], now: datetime) -> Imported:
+    """Store `jobs` for `cluster` and rebuild the hours they cover (running ones up to
+    `now`)."""
+    stored = {j.job: j for j in SlurmJob.objects.filter(cluster=cluster,
+                                                       job__in=[j.job for j in jobs])}
+    touched, new, completed = [], 0, 0
+    with transaction.atomic():
+        for job in jobs:
+            row = stored.get(job.job)
+            if row is None:
+                new += 1
+            elif row.end is None and job.end is not None:
+                completed += 1
+            elif (row.end, row.gpus, row.start) == (job.end, job.gpus, job.start) and job.end:
+                continue  # read again, unchanged: nothing to do
+            SlurmJob.objects.update_or_create(cluster=cluster, job=job.job, defaults={
+                "account": job.account, "user": job.user, "gpus": job.gpus,
+                "start": job.start, "end": job.end, "state": job.state, "imported_at": now})
+            touched.append((job.start, job.end or now))
+            if row is not None:  # its earlier span too, should Slurm have corrected it
+                touched.append((row.start, row.end or row.imported_at))
+        hours = _rebuild(cluster, touched, now) if touched else 0
+    return Imported(len(jobs), new, completed, hours)
+
+
+def _rebuild(cluster: Cluster, spans: list[tuple[datetime, datetime]], now: datetime) -> int:
+    low = floor_hour(min(start for start, _end in spans))
+    high = floor_hour(max(end for _start, end in spans)) + HOUR
+    count = int((high - low) / HOUR)
+    held: dict[tuple[str, str], list] = defaultdict(list)  # (account, user) -> jobs
+    covering = SlurmJob.objects.filter(cluster=cluster, start__lt=high).exclude(end__lte=low)
+    for job in covering:
+        held[(job.account, job.user)].append(
+            (max(job.start, low), min(job.end or now, high), job.gpus))
+    rows = [SlurmHour(cluster=cluster, account=account, user=user, hour=low + k * HOUR,
+                      gpu_s=gpu_s)
+            for (account, user), jobs in held.items()
+            for k, gpu_s in enumerate(spread_seconds(low, count, jobs)) if gpu_s > 0]
+    SlurmHour.objects.filter(cluster=cluster, hour__gte=low, hour__lt=high).delete()
+    SlurmHour.objects.bulk_create(rows)
+    return len(rows)
+
+
+def since_default(cluster: Cluster, now: datetime, days: int) -> datetime:
+    """Where an import starts when not told: at the oldest job still running at the last import
+    (to complete it), else a little before the last import, else `days` back."""
+    running = SlurmJob.objects.filter(cluster=cluster, end__isnull=True).order_by("start").first()
+    if running is not None:
+        return running.start
+    last = SlurmJob.objects.filter(cluster=cluster).order_by("-imported_at").first()
+    if last is not None:
+        return last.imported_at - timedelta(hours=1)
+    return now - timedelta(days=days)
+
+
+def import_usage(cluster: Cluster, *, now: datetime, since: datetime | None = None,
+                 days: int = 35, run: Run = run_sacct) -> Imported:
+    """Read `sacct` since `since` (or since_default) and import what it says."""
+    since = since or since_default(cluster, now, days)
+    return import_jobs(cluster, sacct(since, now, run), now)
+
+
+class Slurm:
+    """The Slurm scheduler (metering.schedulers.Scheduler)."""
+
+    kind = "slurm"
+    errors = (AccountingError,)
+
+    def import_usage(self, cluster: Cluster, *, now: datetime, since: datetime | None = None,
+                     days: int = 35) -> Imported:
+        return import_usage(cluster, now=now, since=since, days=days)

@@ -1,0 +1,171 @@
+"""Slurm's accounting as `sacct` gives it: the one reader of its formats in the project.
+`sacct --json` where Slurm has it (21.08 and later), else `sacct -P` with the columns JobID,
+Account, User, Start, End, AllocTRES and State; times asked for in UTC. A job's GPUs are read
+from its AllocTRES (gres/gpu, or the sum of its typed counts), and a job's GPU-seconds are
+spread over the UTC hours it ran (spread_seconds). Pure: text in, jobs and hours out. The
+importer (metering.schedulers.slurm.accounting) and the advice's history reader
+(loans.services.history) both read through here."""
+
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+HOUR = timedelta(hours=1)
+FIELDS = ("JobID", "Account", "User", "Start", "End", "AllocTRES", "State")
+TIMEOUT_S = 300
+
+
+class AccountingError(Exception):
+    """sacct could not be run or its answer not read."""
+
+
+@dataclass(frozen=True)
+class Job:
+    job: str
+    account: str
+    user: str
+    gpus: int
+    start: datetime
+    end: datetime | None  # None while it runs
+    state: str
+
+
+MAX_GPU_DIGITS = 7  # no job holds ten million GPUs
+
+
+def gpu_count(tres: str) -> int | None:
+    """The GPUs of a TRES list (a job's AllocTRES, "cpu=1,gres/gpu=2,node=1", or an account's
+    GrpTRES limit): gres/gpu, or the sum of its typed counts (gres/gpu:h100=2) where the total
+    is not listed; None where it names no GPUs. A count that is not a whole number of at most
+    seven ASCII digits raises ValueError carrying it."""
+    counts = dict(item.split("=", 1) for item in tres.split(",") if "=" in item)
+    wanted = ([counts["gres/gpu"]] if "gres/gpu" in counts
+              else [n for key, n in counts.items() if key.startswith("gres/gpu:")])
+    if not wanted:
+        return None
+    for count in wanted:
+        if not (count.isascii() and count.isdigit() and len(count) <= MAX_GPU_DIGITS):
+            raise ValueError(count)
+    return sum(int(count) for count in wanted)
+
+
+def gpus_of(tres: str) -> int:
+    """A job's GPUs from its AllocTRES: gpu_count, 0 where it names none."""
+    return gpu_count(tres) or 0
+
+
+def _moment(text: str) -> datetime | None:
+    if not text or text in ("Unknown", "None", "N/A"):
+        return None
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)  # asked for in UTC (TZ=UTC)
+
+
+def read_parsable(text: str) -> list[Job]:
+    """Jobs of `sacct -X -P -n -o JobID,Account,User,Start,End,AllocTRES,State` that held GPUs
+    and started."""
+    jobs = []
+    for line in text.splitlines():
+        fields = line.split("|")
+        if len(fields) != len(FIELDS):
+            continue
+        job, account, user, start, end, tres, state = fields
+        begun = _moment(start)
+        try:
+            gpus = gpus_of(tres)
+        except ValueError:
+            continue  # not a count of GPUs: not a job that held any
+        if begun is None or gpus <= 0:
+            continue
+        jobs.append(Job(job, account, user, gpus, begun, _moment(end),
+                        state.split()[0] if state else ""))
+    return jobs
+
+
+def read_json(text: str) -> list[Job]:
+    """Jobs of `sacct -X --json` (its OpenAPI shapes as of v0.0.38) that held GPUs and
+    started."""
+    jobs = []
+    for raw in json.loads(text).get("jobs", []):
+        times = raw.get("time", {})
+        start, end = times.get("start") or 0, times.get("end") or 0
+        allocated = (raw.get("tres") or {}).get("allocated") or []
+        gpu = [t.get("count") or 0 for t in allocated
+               if t.get("type") == "gres" and t.get("name") == "gpu"]
+        gpus = gpu[0] if gpu else sum(
+            t.get("count") or 0 for t in allocated
+            if t.get("type") == "gres" and str(t.get("name") or "").startswith("gpu:"))
+        if not start or gpus <= 0:
+            continue
+        state = raw.get("state", "")
+        array = raw.get("array") or {}
+        job = (f"{array['job_id']}_{array['task_id']}"
+               if array.get("job_id") and array.get("task_id") is not None
+               else str(raw["job_id"]))
+        jobs.append(Job(job, raw.get("account") or "", raw.get("user") or "", int(gpus),
+                        datetime.fromtimestamp(start, UTC),
+                        datetime.fromtimestamp(end, UTC) if end else None,
+                        state.get("current", "") if isinstance(state, dict) else str(state)))
+    return jobs
+
+
+Run = Callable[[list[str]], subprocess.CompletedProcess]
+
+
+def run_sacct(command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S,  # noqa: S603
+                          env={**os.environ, "TZ": "UTC"})
+
+
+def sacct(since: datetime, until: datetime, run: Run = run_sacct) -> list[Job]:
+    """Every job's allocation that ran in [since, until), from `sacct`."""
+    window = ["-X", "-a", "-S", f"{since.astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
+              "-E", f"{until.astimezone(UTC):%Y-%m-%dT%H:%M:%S}"]
+    try:
+        done = run(["sacct", *window, "--json"])
+        if done.returncode == 0:
+            try:
+                return read_json(done.stdout)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass  # not the JSON this reads: the plain columns say the same
+        done = run(["sacct", *window, "-P", "-n", "-o", ",".join(FIELDS)])
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise AccountingError(f"sacct: {error}") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise AccountingError(f"sacct failed: {said[-1] if said else done.returncode}")
+    return read_parsable(done.stdout)
+
+
+Span = tuple[datetime, datetime, int]  # a job's start, end and GPUs
+
+
+def spread_seconds(first: datetime, count: int, spans: Iterable[Span]) -> list[float]:
+    """GPU-seconds held in each of `count` UTC hours from `first` (an hour's start) by jobs
+    (start, end, GPUs) within them: each job's GPUs over the part of each hour it ran. A job's
+    partial first and last hours are added directly and its whole hours in between as a step
+    up and a step down, summed once at the end, so a job costs the same however long it ran."""
+    seconds = [0.0] * count
+    steps = [0] * (count + 1)  # whole hours: GPUs from this hour on, as running sums
+    for began, ended, gpus in spans:
+        if ended <= began:
+            continue
+        k = int((began - first) / HOUR)
+        boundary = first + HOUR * (k + 1)
+        if ended <= boundary:  # within one hour
+            seconds[k] += gpus * (ended - began).total_seconds()
+            continue
+        seconds[k] += gpus * (boundary - began).total_seconds()
+        last = int((ended - first) / HOUR)  # the hour it ends in
+        steps[k + 1] += gpus
+        steps[last] -= gpus
+        rest = (ended - (first + HOUR * last)).total_seconds()
+        if rest:
+            seconds[last] += gpus * rest
+    running = 0
+    for k in range(count):
+        running += steps[k]
+        seconds[k] += running * HOUR.total_seconds()
+    return seconds
