@@ -10,7 +10,7 @@ from django.db import connection, transaction
 from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.utils.translation import gettext as _
 
-from metering.intake.protocol import MAX_INTERVAL_S
+from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S  # noqa: F401 - loans reads them here
 from metering.models import (
     Cluster,
     Gpu,

@@ -9,9 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("agent", "config", "core", "loans", "metering")
-# loans' wiring for operators and the demo may reach metering's models: the admin's inlines,
-# the demo's seeding and the commands that stand in for agents.
-LOANS_WIRING = ("loans/admin.py", "loans/admin_ledger.py", "loans/demo.py", "loans/management/")
+# loans' wiring for operators and the demo may reach metering's models: the admin's inlines
+# and the demo's seeding. The commands go through the demo, usage and services like the rest
+# (simulate_agents read metering's models).
+LOANS_WIRING = ("loans/admin.py", "loans/admin_ledger.py", "loans/demo.py")
 # What loans may import of metering: its reads, its writes, and the pure reader of Slurm's
 # accounting formats (no model behind it), which the advice's history upload reads through.
 METERING_SURFACE = ("metering.usage", "metering.services", "metering.schedulers.slurm.sacct")
@@ -195,3 +196,17 @@ def test_slurm_accounting_is_read_in_one_place():
                         node.value.startswith("gres/gpu") or "gres/gpu(" in node.value):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value[:40]!r}")
     assert found == []
+
+
+def test_services_import_at_the_top():
+    """A function-local import hid a cycle (services.alerts and services.bursts imported notify
+    inside functions); with the layers one-way, every service imports at the top."""
+    local = []
+    for folder in ("loans/services", "loans/maths", "metering/usage"):
+        for path in modules(folder):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                    local += [f"{path.relative_to(ROOT)}:{inner.lineno}"
+                              for inner in ast.walk(node)
+                              if isinstance(inner, ast.Import | ast.ImportFrom)]
+    assert local == []

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from loans.demo import fleet_state, node_tokens, pools
-from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S
+from metering.services import MAX_INTERVAL_S, MIN_INTERVAL_S
 from metering.usage import floor_hour
 
 
