@@ -41,9 +41,12 @@ def settled(node: Node, batch, out: Plan) -> bool:
     """Whether every (hour, physical GPU) of the batch is one this process saw the node store:
     then the batch cannot take the node past its limit in any hour, and no query is needed."""
     seen = _hours_seen.get(node.pk, {})
-    wanted = {(key, hour) for key, hours in zip(out.keys, hours_of(batch, out), strict=True)
-              if key is not None for hour in hours}
-    return all(key in seen.get(hour, ()) for key, hour in wanted)
+    for key, hours in zip(out.keys, hours_of(batch, out), strict=True):
+        if key is not None:
+            for hour in hours:
+                if key not in seen.get(hour, ()):
+                    return False  # at the first: a batch of made-up devices stops here
+    return True
 
 
 # The first key of the PostgreSQL advisory locks that guard a node's device limit (the second
@@ -86,6 +89,7 @@ def limit(node: Node, batch, out: Plan, now: datetime) -> None:
     node's GPUs seen within the capacity window fill it (so made-up devices cannot take an hour
     before the node's own GPUs report in it), and every GPU in each hour its samples cover."""
     limit = node.max_devices
+    past = _PastLimit(node, batch, limit)
     arriving = {key for k, key in enumerate(out.keys) if key is not None and (
         key in out.moving or (batch.gpu_uuid[k] in out.new and not is_mine(key, node)))}
     if arriving:
@@ -98,7 +102,7 @@ def limit(node: Node, batch, out: Plan, now: datetime) -> None:
             if key in active or len(active) < limit:
                 active.add(key)
             else:
-                out.refuse(k, _past_limit(node, batch, k, limit))
+                out.refuse(k, past(k))
     wanted = [(k, hours) for k, (key, hours) in enumerate(
               zip(out.keys, hours_of(batch, out), strict=True)) if key is not None]
     present = _present(node, {hour for _k, hours in wanted for hour in hours})
@@ -111,14 +115,23 @@ def limit(node: Node, batch, out: Plan, now: datetime) -> None:
             for hour in hours:
                 present[hour].add(key)
         else:
-            out.refuse(k, _past_limit(node, batch, k, limit))
+            out.refuse(k, past(k))
 
 
-def _past_limit(node: Node, batch, k: int, limit: int) -> tuple[str, str, None]:
-    return (Reason.DEVICE_LIMIT, (
-        f"device limit: node {node.name} may report at most {limit} GPUs (max_devices) in an "
-        f"hour; {batch.gpu_uuid[k]} would be one more at {batch.ts[k]:%Y-%m-%dT%H:%M:%SZ}"),
-        None)
+class _PastLimit:
+    """The refusal of sample k past the limit, its time written once for each distinct time
+    (a refused batch of thousands of devices repeats a few)."""
+
+    def __init__(self, node: Node, batch, limit: int):
+        self.batch, self.times = batch, {}
+        self.head = (f"device limit: node {node.name} may report at most {limit} GPUs "
+                     "(max_devices) in an hour; ")
+
+    def __call__(self, k: int) -> tuple[str, str, None]:
+        ts = self.batch.ts[k]
+        at = self.times.get(ts) or self.times.setdefault(ts, f"{ts:%Y-%m-%dT%H:%M:%SZ}")
+        return (Reason.DEVICE_LIMIT, f"{self.head}{self.batch.gpu_uuid[k]} would be one more "
+                                     f"at {at}", None)
 
 
 def _present(node: Node, hours: set[datetime]) -> dict[datetime, set[str]]:
