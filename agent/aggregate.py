@@ -1,8 +1,14 @@
 """Polls in, protocol-v1 samples out: one sample per GPU per interval, aligned to wall-clock
-multiples of the interval. Mean utilisation and power, highest memory and temperature,
-allocated if any poll saw a process (or, with a scheduler source, saw the device held), owner
-of the process (or holder) seen in the most polls; marked holder_unknown when a scheduler
-source could not be read at some poll of the interval."""
+multiples of the interval, or one for each part of it a holder held when the holder changed
+inside it. Mean utilisation and power, highest memory and temperature, allocated if any poll
+saw a process (or, with a scheduler source, saw the device held), owner of the process (or
+holder); marked holder_unknown when a scheduler source could not be read at some poll.
+
+An interval in which the holder changed (one job ended and another began, a pod took the GPU)
+is split where it changed: at the whole second midway between the last poll that saw the old
+holder and the first that saw the new one. Each part is a sample of its own, billed to its
+holder, so a job is billed the time it held the GPU to about half a poll, not a whole interval
+to whoever held it in most polls."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -16,52 +22,82 @@ def window_start(moment: datetime, interval_s: int) -> datetime:
     return datetime.fromtimestamp(epoch - epoch % interval_s, UTC)
 
 
+def _holder(reading: Reading) -> tuple | None:
+    """Who held the GPU at one poll: the owner of most of its processes (the first seen where
+    they tie), or the scheduler's holder; None where nobody did."""
+    owners = [p.owner for p in reading.processes if p.owner] or (
+        [reading.owner] if reading.owner else [])
+    if not owners:
+        return None
+    return Counter(tuple(sorted(owner.items())) for owner in owners).most_common(1)[0][0]
+
+
 @dataclass
 class _Gpu:
-    last: Reading
-    util: list[float] = field(default_factory=list)
-    power: list[float] = field(default_factory=list)
-    memory: int | None = None
-    temp: int | None = None
-    allocated: bool = False
-    holder_unknown: bool = False
-    owners: Counter = field(default_factory=Counter)
+    polls: list[tuple[datetime, Reading]] = field(default_factory=list)
 
-    def add(self, reading: Reading) -> None:
-        self.last = reading
-        if reading.util_pct is not None:
-            self.util.append(reading.util_pct)
-        if reading.power_w is not None:
-            self.power.append(reading.power_w)
-        if reading.mem_used_mib is not None:
-            self.memory = max(self.memory or 0, reading.mem_used_mib)
-        if reading.temp_c is not None:
-            self.temp = reading.temp_c if self.temp is None else max(self.temp, reading.temp_c)
-        self.allocated = self.allocated or reading.allocated
-        self.holder_unknown = self.holder_unknown or reading.holder_unknown
-        owners = [p.owner for p in reading.processes if p.owner] or (
-            [reading.owner] if reading.owner else [])
-        for owner in owners:
-            self.owners[tuple(sorted(owner.items()))] += 1
+    def add(self, reading: Reading, at: datetime) -> None:
+        self.polls.append((at, reading))
 
-    def sample(self, start: datetime, interval_s: int) -> dict:
-        last = self.last
-        owner = dict(self.owners.most_common(1)[0][0]) if self.owners else None
-        sample = {
-            "gpu_uuid": last.uuid, "gpu_index": last.index, "model": last.model,
-            "mem_total_mib": last.mem_total_mib,
-            "ts": start.isoformat().replace("+00:00", "Z"), "interval_s": interval_s,
-            "allocated": self.allocated, "fraction": last.fraction,
-            "util_pct": round(sum(self.util) / len(self.util), 3) if self.util else None,
-            "mem_used_mib": self.memory,
-            "power_w": round(sum(self.power) / len(self.power), 3) if self.power else None,
-            "temp_c": self.temp, "owner": owner,
-        }
-        if self.holder_unknown:  # an optional field of protocol v1: only when it is true
-            sample["holder_unknown"] = True
-        if last.parent:  # optional too: a MIG instance's or replica's physical GPU
-            sample["parent_uuid"] = last.parent
-        return sample
+    def samples(self, start: datetime, interval_s: int) -> list[dict]:
+        """The interval's samples: one, or one a holder where the holder changed."""
+        runs: list[list[tuple[datetime, Reading]]] = []
+        for at, reading in self.polls:
+            if runs and _holder(runs[-1][-1][1]) == _holder(reading):
+                runs[-1].append((at, reading))
+            else:
+                runs.append([(at, reading)])
+        end = start + timedelta(seconds=interval_s)
+        edges = [start]
+        for before, after in zip(runs, runs[1:], strict=False):
+            midway = before[-1][0] + (after[0][0] - before[-1][0]) / 2
+            edge = start + timedelta(seconds=round((midway - start).total_seconds()))
+            edges.append(min(max(edge, edges[-1] + timedelta(seconds=1)),
+                             end - timedelta(seconds=1)))
+        edges.append(end)
+        parts: list[tuple[datetime, datetime, list[Reading]]] = []
+        carried: list[Reading] = []  # polls of a part left no whole second: the next takes them
+        for run, first, last in zip(runs, edges[:-1], edges[1:], strict=True):
+            readings = carried + [reading for _at, reading in run]
+            if last <= first:
+                carried = readings
+            else:
+                parts.append((first, last, readings))
+                carried = []
+        if carried:
+            first, last, readings = parts[-1]
+            parts[-1] = (first, last, readings + carried)
+        return [_sample(readings, first, int((last - first).total_seconds()))
+                for first, last, readings in parts]
+
+
+def _sample(readings: list[Reading], start: datetime, interval_s: int) -> dict:
+    last = readings[-1]
+    util = [r.util_pct for r in readings if r.util_pct is not None]
+    power = [r.power_w for r in readings if r.power_w is not None]
+    memory = [r.mem_used_mib for r in readings if r.mem_used_mib is not None]
+    temp = [r.temp_c for r in readings if r.temp_c is not None]
+    owners: Counter = Counter()
+    for reading in readings:
+        for owner in [p.owner for p in reading.processes if p.owner] or (
+                [reading.owner] if reading.owner else []):
+            owners[tuple(sorted(owner.items()))] += 1
+    sample = {
+        "gpu_uuid": last.uuid, "gpu_index": last.index, "model": last.model,
+        "mem_total_mib": last.mem_total_mib,
+        "ts": start.isoformat().replace("+00:00", "Z"), "interval_s": interval_s,
+        "allocated": any(r.allocated for r in readings), "fraction": last.fraction,
+        "util_pct": round(sum(util) / len(util), 3) if util else None,
+        "mem_used_mib": max(memory) if memory else None,
+        "power_w": round(sum(power) / len(power), 3) if power else None,
+        "temp_c": max(temp) if temp else None,
+        "owner": dict(owners.most_common(1)[0][0]) if owners else None,
+    }
+    if any(r.holder_unknown for r in readings):  # optional in protocol v1: only when true
+        sample["holder_unknown"] = True
+    if last.parent:  # optional too: a MIG instance's or replica's physical GPU
+        sample["parent_uuid"] = last.parent
+    return sample
 
 
 class Aggregator:
@@ -77,16 +113,12 @@ class Aggregator:
         for reading in readings:
             if reading.error is not None:
                 continue
-            if reading.uuid in gpus:
-                gpus[reading.uuid].add(reading)
-            else:
-                gpu = gpus[reading.uuid] = _Gpu(last=reading)
-                gpu.add(reading)
+            gpus.setdefault(reading.uuid, _Gpu()).add(reading, at)
 
     def completed(self, now: datetime) -> list[dict]:
         """The samples of every interval that has ended by `now`, oldest first; they are
         handed over once."""
         ended = sorted(start for start in self._windows
                        if start + timedelta(seconds=self.interval_s) <= now)
-        return [gpu.sample(start, self.interval_s)
-                for start in ended for gpu in self._windows.pop(start).values()]
+        return [sample for start in ended for gpu in self._windows.pop(start).values()
+                for sample in gpu.samples(start, self.interval_s)]

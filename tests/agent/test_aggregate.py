@@ -61,3 +61,34 @@ def test_intervals_are_handed_over_oldest_first_and_once():
 def test_an_interval_outside_the_protocol_is_refused():
     with pytest.raises(ValueError, match="1 to 3600"):
         Aggregator(0)
+
+
+def test_an_interval_is_split_where_its_holder_changed():
+    """A job ended at :20 and another began at :40 on the same GPU: each is billed the time it
+    held it, to half a poll (an interval was billed whole to its majority holder, about a GPU-
+    minute a job over Slurm's accounting)."""
+    a, b = {"account": "a", "job": "1"}, {"account": "b", "job": "2"}
+    aggregator = Aggregator(60)
+    for second in range(0, 60, 5):
+        holder = a if second < 20 else (None if second < 40 else b)
+        poll = Reading(uuid="GPU-1", index=0, model="H100", util_pct=50.0 if holder else 0.0,
+                       mem_used_mib=1, mem_total_mib=81559, power_w=100.0, temp_c=40,
+                       owner=holder)
+        aggregator.add([poll], T0 + timedelta(seconds=second))
+    parts = aggregator.completed(T0 + timedelta(minutes=1))
+    assert [(p["ts"], p["interval_s"], p["owner"], p["allocated"]) for p in parts] == [
+        ("2026-11-29T10:00:00Z", 18, a, True),  # polls at 0..15; 17.5 rounds to 18
+        ("2026-11-29T10:00:18Z", 20, None, False),  # polls at 20..35; 37.5 rounds to 38
+        ("2026-11-29T10:00:38Z", 22, b, True)]
+    assert sum(p["interval_s"] for p in parts) == 60  # the parts tile the interval
+
+
+def test_parts_too_short_for_a_second_join_their_neighbours():
+    aggregator = Aggregator(2)
+    for k, owner in enumerate([{"user": "a"}, {"user": "b"}, {"user": "a"}, {"user": "b"}]):
+        poll = Reading(uuid="GPU-1", index=0, model="H100", util_pct=1.0, mem_used_mib=1,
+                       mem_total_mib=81559, power_w=1.0, temp_c=1, owner=owner)
+        aggregator.add([poll], T0 + timedelta(seconds=0.4 * k))
+    parts = aggregator.completed(T0 + timedelta(seconds=2))
+    assert [p["interval_s"] for p in parts] == [1, 1]
+    assert all(p["interval_s"] >= 1 for p in parts)
