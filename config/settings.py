@@ -113,7 +113,8 @@ def celery_broker(url: str) -> tuple[str, dict]:
 
 
 # Off unless asked for: a deployment that forgets the variable fails closed (no debug pages,
-# no development key). `make demo` and `make test` set DEBUG=1.
+# no development key). `make test` sets DEBUG=1; `make demo` runs production settings
+# (scripts/demo-env), and scripts/demo-manage runs a command with them.
 DEBUG = env_bool("DEBUG", False)
 
 SECRET_KEY = env_str("SECRET_KEY")
@@ -121,7 +122,8 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
             "SECRET_KEY must be set when DEBUG is off. For development, set DEBUG=1 "
-            "(make demo and make test do).")
+            "(make test does); for a command against the demo, run it with "
+            "./scripts/demo-manage.")
     SECRET_KEY = "development-only-not-secret"  # noqa: S105 - refused above outside DEBUG
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if DEBUG else [])
