@@ -56,8 +56,8 @@ class CompressedServedStorage(CompressedManifestStaticFilesStorage):
     """WhiteNoise's compressing manifest storage, compressing once what the pages serve.
 
     collectstatic compressed every file twice over (the original name and the hashed one,
-    gzip and Brotli each): source maps, licences and the unhashed copies no page names, about
-    150 s of a fresh `make demo`. The pages name hashed files only (the manifest), and source
+    gzip and Brotli each): source maps, licences and the unhashed copies no page names, most
+    of a fresh `make demo`'s time. The pages name hashed files only (the manifest), and source
     maps are fetched by a browser's developer tools alone, so those are compressed and the
     rest is served as it is."""
 

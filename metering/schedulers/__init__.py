@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Protocol
 
 from metering.models import Cluster
+from metering.schedulers.slurm.accounting import Slurm
 
 
 class Scheduler(Protocol):
@@ -22,6 +23,4 @@ class Scheduler(Protocol):
 
 def for_cluster(cluster: Cluster) -> Scheduler | None:
     """The scheduler whose accounting this cluster's usage can be imported from, if any."""
-    from metering.schedulers.slurm.accounting import Slurm
-
     return {"slurm": Slurm()}.get(cluster.kind)
