@@ -22,14 +22,19 @@ def window_start(moment: datetime, interval_s: int) -> datetime:
     return datetime.fromtimestamp(epoch - epoch % interval_s, UTC)
 
 
+def _owners(reading: Reading) -> list[tuple]:
+    """The owners one poll saw, as hashable keys: its processes' owners, or the scheduler's
+    holder."""
+    owners = [p.owner for p in reading.processes if p.owner] or (
+        [reading.owner] if reading.owner else [])
+    return [tuple(sorted(owner.items())) for owner in owners]
+
+
 def _holder(reading: Reading) -> tuple | None:
     """Who held the GPU at one poll: the owner of most of its processes (the first seen where
     they tie), or the scheduler's holder; None where nobody did."""
-    owners = [p.owner for p in reading.processes if p.owner] or (
-        [reading.owner] if reading.owner else [])
-    if not owners:
-        return None
-    return Counter(tuple(sorted(owner.items())) for owner in owners).most_common(1)[0][0]
+    owners = _owners(reading)
+    return Counter(owners).most_common(1)[0][0] if owners else None
 
 
 @dataclass
@@ -42,11 +47,14 @@ class _Gpu:
     def samples(self, start: datetime, interval_s: int) -> list[dict]:
         """The interval's samples: one, or one a holder where the holder changed."""
         runs: list[list[tuple[datetime, Reading]]] = []
+        held = object()  # the holder of the run being built (no holder is None)
         for at, reading in self.polls:
-            if runs and _holder(runs[-1][-1][1]) == _holder(reading):
+            holder = _holder(reading)
+            if runs and holder == held:
                 runs[-1].append((at, reading))
             else:
                 runs.append([(at, reading)])
+                held = holder
         end = start + timedelta(seconds=interval_s)
         edges = [start]
         for before, after in zip(runs, runs[1:], strict=False):
@@ -77,11 +85,7 @@ def _sample(readings: list[Reading], start: datetime, interval_s: int) -> dict:
     power = [r.power_w for r in readings if r.power_w is not None]
     memory = [r.mem_used_mib for r in readings if r.mem_used_mib is not None]
     temp = [r.temp_c for r in readings if r.temp_c is not None]
-    owners: Counter = Counter()
-    for reading in readings:
-        for owner in [p.owner for p in reading.processes if p.owner] or (
-                [reading.owner] if reading.owner else []):
-            owners[tuple(sorted(owner.items()))] += 1
+    owners = Counter(owner for reading in readings for owner in _owners(reading))
     sample = {
         "gpu_uuid": last.uuid, "gpu_index": last.index, "model": last.model,
         "mem_total_mib": last.mem_total_mib,

@@ -13,19 +13,12 @@ import django.core.validators
 from django.db import migrations, models
 
 guards = import_module("loans.migrations.0010_ledger_guards")
+within = import_module("loans.migrations.0021_sums_within_a_minor_unit")
 signed = import_module("loans.migrations.0022_signed_tenant_and_plan")
 
-
-def sqlite(statements):
-    def apply(apps, schema_editor):
-        if schema_editor.connection.vendor == "sqlite":
-            for sql in statements:
-                schema_editor.execute(sql)
-    return apply
-
-
-DROP = sqlite(guards.SQLITE_REVERSE)
-MAKE = sqlite([*guards.SQLITE[-len(guards.SQLITE_TRIGGERS):], *signed.sqlite(signed.COLUMNS)])
+DROP = within.DROP
+MAKE = within.sqlite([*guards.SQLITE[-len(guards.SQLITE_TRIGGERS):],
+                      *signed.sqlite(signed.COLUMNS)])
 
 
 class Migration(migrations.Migration):

@@ -4,11 +4,12 @@ from datetime import datetime
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
-from babel.numbers import format_decimal, get_currency_precision
+from babel.numbers import format_decimal
 from django import template
 from django.core.exceptions import FieldDoesNotExist
 from django.utils.translation import get_language, to_locale
 
+from loans.maths.billing import minor_unit
 from loans.maths.billing import money as in_minor_units
 
 register = template.Library()
@@ -30,7 +31,7 @@ def money(value: Decimal | None, currency: str = "") -> str:
     Babel). Without a currency (a price per GPU-hour), two places."""
     if value is None or value == "":
         return DASH
-    places = get_currency_precision(currency) if currency else 2
+    places = -minor_unit(currency).as_tuple().exponent if currency else 2
     amount = in_minor_units(Decimal(value), currency) if currency else Decimal(value)
     pattern = "#,##0" + ("." + "0" * places if places else "")
     text = format_decimal(amount, format=pattern, locale=to_locale(get_language() or "en"))
