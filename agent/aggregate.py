@@ -5,10 +5,14 @@ saw a process (or, with a scheduler source, saw the device held), owner of the p
 holder); marked holder_unknown when a scheduler source could not be read at some poll.
 
 An interval in which the holder changed (one job ended and another began, a pod took the GPU)
-is split where it changed: at the whole second midway between the last poll that saw the old
-holder and the first that saw the new one. Each part is a sample of its own, billed to its
-holder, so a job is billed the time it held the GPU to about half a poll, not a whole interval
-to whoever held it in most polls."""
+is split where it changed: at the moment the scheduler gives (`Reading.since`: a Slurm job's
+start from its prolog, its end from its epilog), else at the whole second midway between the
+last poll that saw the old holder and the first that saw the new one. Each part is a sample of
+its own, billed to its holder, so a job is billed the time it held the GPU to the second where
+the scheduler says when, and to about half a poll where it does not; never a whole interval to
+whoever held it in most polls. A change the scheduler dates inside an interval that ended
+before the poll that saw it (a job began at :58, the next poll came at :02) still splits that
+interval: intervals are handed over after the poll that follows them."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -58,8 +62,7 @@ class _Gpu:
         end = start + timedelta(seconds=interval_s)
         edges = [start]
         for before, after in zip(runs, runs[1:], strict=False):
-            midway = before[-1][0] + (after[0][0] - before[-1][0]) / 2
-            edge = start + timedelta(seconds=round((midway - start).total_seconds()))
+            edge = _edge(before[-1][0], after[0][0], after[0][1].since, start)
             edges.append(min(max(edge, edges[-1] + timedelta(seconds=1)),
                              end - timedelta(seconds=1)))
         edges.append(end)
@@ -77,6 +80,18 @@ class _Gpu:
             parts[-1] = (first, last, readings + carried)
         return [_sample(readings, first, int((last - first).total_seconds()))
                 for first, last, readings in parts]
+
+
+def _edge(last_old: datetime, first_new: datetime, since: datetime | None,
+          start: datetime) -> datetime:
+    """Where the holder changed between two polls: when the scheduler said (`since`, in
+    whole seconds, so up to a second before the last poll of the old holder), else the whole
+    second midway."""
+    if since is not None and last_old - timedelta(seconds=1) < since <= first_new:
+        moment = since
+    else:
+        moment = last_old + (first_new - last_old) / 2
+    return start + timedelta(seconds=round((moment - start).total_seconds()))
 
 
 def _sample(readings: list[Reading], start: datetime, interval_s: int) -> dict:
@@ -113,11 +128,26 @@ class Aggregator:
 
     def add(self, readings: list[Reading], at: datetime) -> None:
         """One poll. Readings with an error are left out: an interval is what was read."""
-        gpus = self._windows.setdefault(window_start(at, self.interval_s), {})
+        start = window_start(at, self.interval_s)
+        gpus = self._windows.setdefault(start, {})
         for reading in readings:
             if reading.error is not None:
                 continue
+            if reading.since is not None and reading.since < start:
+                self._back_to(reading)
             gpus.setdefault(reading.uuid, _Gpu()).add(reading, at)
+
+    def _back_to(self, reading: Reading) -> None:
+        """A holder that changed in an interval not yet handed over (the poll after the
+        change fell past its end): that interval gets the change at the moment the scheduler
+        gave, as a poll of its own, so its last seconds go to the new holder."""
+        earlier = self._windows.get(window_start(reading.since, self.interval_s))
+        gpu = earlier.get(reading.uuid) if earlier is not None else None
+        if not gpu or _holder(gpu.polls[-1][1]) == _holder(reading):
+            return
+        last = gpu.polls[-1][0]
+        if last - timedelta(seconds=1) < reading.since:  # whole seconds: up to 1 s early
+            gpu.add(reading, max(last, reading.since))
 
     def completed(self, now: datetime) -> list[dict]:
         """The samples of every interval that has ended by `now`, oldest first; they are

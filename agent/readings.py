@@ -1,6 +1,7 @@
 """What a collector reads from one GPU at one poll. Plain values; no Django here."""
 
 from dataclasses import dataclass, field
+from datetime import datetime
 
 
 class CollectorError(Exception):
@@ -36,6 +37,10 @@ class Reading:
     # A scheduler was asked who holds the device and could not answer: allocated and owner
     # are unknown, not "free" (agent.holders).
     holder_unknown: bool = False
+    # When the scheduler knows it: the moment (UTC) the device's present holder began to hold
+    # it, or, for a free device, the moment its last holder let it go. The aggregator splits an
+    # interval there rather than between two polls (agent.aggregate).
+    since: datetime | None = None
 
     @property
     def allocated(self) -> bool:

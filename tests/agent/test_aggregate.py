@@ -92,3 +92,65 @@ def test_parts_too_short_for_a_second_join_their_neighbours():
     parts = aggregator.completed(T0 + timedelta(seconds=2))
     assert [p["interval_s"] for p in parts] == [1, 1]
     assert all(p["interval_s"] >= 1 for p in parts)
+
+
+def held(second: float, owner, since_second: float | None = None) -> tuple:
+    since = T0 + timedelta(seconds=since_second) if since_second is not None else None
+    return (T0 + timedelta(seconds=second),
+            Reading(uuid="GPU-1", index=0, model="H100", util_pct=1.0, mem_used_mib=1,
+                    mem_total_mib=81559, power_w=1.0, temp_c=1, owner=owner, since=since))
+
+
+def test_an_interval_is_split_where_the_scheduler_says_the_holder_changed():
+    """A job that Slurm started at :07 and ended at :31, polled every 10 s: its part is 7 to
+    31, not 5 to 35 (midway between polls)."""
+    job = {"account": "a", "job": "1"}
+    aggregator = Aggregator(60)
+    for at, poll in [held(0, None), held(10, job, 7), held(20, job, 7), held(30, job, 7),
+                     held(40, None, 31), held(50, None, 31)]:
+        aggregator.add([poll], at)
+    parts = aggregator.completed(T0 + timedelta(minutes=1))
+    assert [(p["ts"], p["interval_s"], p["owner"]) for p in parts] == [
+        ("2026-11-29T10:00:00Z", 7, None), ("2026-11-29T10:00:07Z", 24, job),
+        ("2026-11-29T10:00:31Z", 29, None)]
+
+
+def test_a_moment_the_polls_contradict_is_not_believed():
+    """A scheduler moment outside the gap between the two polls (a clock far off) is not used:
+    the split falls midway, as without one."""
+    job = {"job": "1"}
+    aggregator = Aggregator(60)
+    for at, poll in [held(0, None), held(10, None), held(20, job, 2), held(50, job, 2)]:
+        aggregator.add([poll], at)
+    parts = aggregator.completed(T0 + timedelta(minutes=1))
+    assert [(p["interval_s"], p["owner"]) for p in parts] == [(15, None), (45, job)]
+
+
+def test_a_change_the_next_interval_saw_first_splits_the_interval_it_happened_in():
+    """A job began at :58; the next poll, at 1:02, is in the next interval: the first
+    interval, not yet handed over, ends with the job's two seconds."""
+    job = {"job": "1"}
+    aggregator = Aggregator(60)
+    for at, poll in [held(0, None), held(54, None), held(62, job, 58)]:
+        aggregator.add([poll], at)
+        done = aggregator.completed(at)
+    assert [(p["ts"], p["interval_s"], p["owner"]) for p in done] == [
+        ("2026-11-29T10:00:00Z", 58, None), ("2026-11-29T10:00:58Z", 2, job)]
+    aggregator.add([held(118, job, 58)[1]], T0 + timedelta(seconds=118))
+    [second] = aggregator.completed(T0 + timedelta(minutes=2))
+    assert (second["interval_s"], second["owner"]) == (60, job)
+    # A moment in an interval already handed over changes nothing
+    aggregator.add([held(125, None, 30)[1]], T0 + timedelta(seconds=125))
+    assert aggregator.completed(T0 + timedelta(minutes=3))[0]["interval_s"] == 60
+
+
+def test_a_change_dated_in_the_second_of_the_last_poll_still_splits_the_interval():
+    """Slurm's moments are whole seconds: a job that began at :58.6, just after the poll at
+    :58.2, is dated :58. The interval still ends with the job's two seconds."""
+    job = {"job": "1"}
+    aggregator = Aggregator(60)
+    aggregator.add([held(0, None)[1]], T0)
+    aggregator.add([held(58.2, None)[1]], T0 + timedelta(seconds=58.2))
+    aggregator.add([held(63.2, job, 58)[1]], T0 + timedelta(seconds=63.2))
+    done = aggregator.completed(T0 + timedelta(seconds=63.2))
+    assert [(p["interval_s"], p["owner"]) for p in done] == [(58, None), (2, job)]
