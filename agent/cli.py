@@ -20,6 +20,7 @@ from agent.runner import Agent
 from agent.spool import Spool
 
 log = logging.getLogger("gpuloans-agent")
+DEFAULT_EVERY_S = 15.0  # the kubelet's: one gRPC call, local
 
 
 def collector_for(args):
@@ -55,12 +56,27 @@ def collector_name(text: str) -> str:
 
 def holders_for(args) -> Holders | None:
     """The allocation source the options name, or None for the collector's processes."""
-    if args.allocation_every < 0:
+    if args.allocation_every is not None and args.allocation_every < 0:
         raise SystemExit("gpuloans-agent: --allocation-every must be 0 or more seconds")
     source = source_for(args.allocation_source, node=args.node,
                         kubelet_socket=args.kubelet_socket, slurm_node=args.slurm_node,
-                        resource_prefix=args.kubelet_resource_prefix)
-    return Holders(source, every=args.allocation_every) if source else None
+                        resource_prefix=args.kubelet_resource_prefix,
+                        slurm_records=args.slurm_records)
+    if source is None:
+        return None
+    every = args.allocation_every
+    if every is None:
+        every = max(source.least_every, DEFAULT_EVERY_S if args.allocation_source == "kubelet"
+                    else 0.0)
+    elif every < source.least_every:
+        log.warning("--allocation-every %g s is too often for %s: asking it every %g s",
+                    every, source.name, source.least_every)
+        every = source.least_every
+    if args.allocation_source == "slurm" and not args.slurm_records:
+        log.warning("no --slurm-records: asking slurmctld for every job of the cluster "
+                    "(squeue --json) every %g s; install deploy/slurm's prolog and epilog to "
+                    "learn this node's jobs locally, to the second", every)
+    return Holders(source, every=every)
 
 
 def read_token(path: Path) -> str:
@@ -102,9 +118,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--slurm-node", default=None,
                    help="this node's name in Slurm, for --allocation-source slurm "
                         "(default: --node)")
-    p.add_argument("--allocation-every", type=float, default=15.0,
+    p.add_argument("--slurm-records", default=None, metavar="FOLDER",
+                   help="for --allocation-source slurm: the folder deploy/slurm's prolog and "
+                        "epilog keep job records in (/run/gpuloans/slurm-jobs as shipped), "
+                        "read at every poll with no question to slurmctld; without it the "
+                        "agent asks squeue --json, at most once a minute")
+    p.add_argument("--allocation-every", type=float, default=None,
                    help="seconds between questions to the allocation source; polls in between "
-                        "use its last answer (default 15)")
+                        "use its last answer (default: 15 for the kubelet, every poll for "
+                        "Slurm's records, 60 and no less for squeue --json)")
     p.add_argument("--poll", type=float, default=5.0, help="seconds between polls (default 5)")
     p.add_argument("--interval", type=int, default=60, help="seconds a sample covers (60)")
     p.add_argument("--spool-dir", type=Path, default=Path("/var/lib/gpuloans-agent/spool"),

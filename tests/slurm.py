@@ -1,7 +1,8 @@
 """A real Slurm for the tests: Debian's slurmctld, slurmd and slurmdbd (and munge) on this
-machine, one node whose four GPUs are gres on stand-in device files, configured in a folder of
+machine, one node whose four GPUs are gres on stand-in character devices, configured in a folder of
 the test run's own, on ports of its own, with accounting in a database of its own on the
-machine's MariaDB (limits enforced: AccountingStorageEnforce=associations,limits). Jobs are real
+machine's MariaDB (limits enforced: AccountingStorageEnforce=associations,limits), and the
+agent's prolog and epilog (deploy/slurm/) writing job records into `records`. Jobs are real
 `sbatch` jobs of the accounts ACCOUNTS. `.ci/run` and `make test` install slurm-wlm and
 slurmdbd; without them the tests that need them fail with what to install (never skip)."""
 
@@ -9,6 +10,7 @@ import contextlib
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -73,8 +75,19 @@ StorageLoc={DATABASE}
         dbd.chmod(0o600)
         for name in ("state", "spool", "dev"):
             (f / name).mkdir(exist_ok=True)
-        for k in range(GPUS):
-            (f / "dev" / f"nvidia{k}").touch()
+        for k in range(GPUS):  # character devices (/dev/null's numbers), as Slurm's GPU
+            device = f / "dev" / f"nvidia{k}"  # plugin needs to give SLURM_JOB_GPUS
+            if not device.is_char_device():
+                device.unlink(missing_ok=True)
+                os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        # The shipped prolog and epilog, keeping their records in the run's own folder.
+        self.records = f / "records"
+        deploy = Path(__file__).resolve().parent.parent / "deploy" / "slurm"
+        for script in ("prolog", "epilog"):
+            wrapper = f / script
+            wrapper.write_text(f"#!/bin/sh\nGPULOANS_SLURM_RECORDS={self.records} "
+                               f"exec {deploy}/gpuloans-{script}\n")
+            wrapper.chmod(0o755)
         self.conf.write_text(f"""ClusterName={CLUSTER}
 SlurmctldHost={self.node}
 SlurmctldPort={free_port()}
@@ -97,6 +110,9 @@ MpiDefault=none
 ReturnToService=2
 SchedulerType=sched/backfill
 JobCompType=jobcomp/none
+Prolog={f}/prolog
+Epilog={f}/epilog
+PrologFlags=Alloc
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
@@ -130,11 +146,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self.sacctmgr("add", "account", ",".join(ACCOUNTS))
         self.sacctmgr("add", "user", "root", f"account={','.join(ACCOUNTS)}")
         self.start_controller()
-        self.daemons["slurmd"] = subprocess.Popen(
-            ["slurmd", "-D", "-f", str(self.conf)], env=self.env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self._until(lambda: self.command("sinfo", "-h", "-o", "%T").stdout.strip() == "idle",
-                    "the node to be idle")
+        self.start_node()
         return self
 
     @staticmethod
@@ -163,6 +175,25 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self._until(lambda: self.command("scontrol", "ping").returncode == 0,
                     "slurmctld to answer")
 
+    def start_node(self) -> None:
+        """slurmd, until the node is idle."""
+        self.daemons["slurmd"] = subprocess.Popen(
+            ["slurmd", "-D", "-f", str(self.conf)], env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._until(lambda: self.command("sinfo", "-h", "-o", "%T").stdout.strip() == "idle",
+                    "the node to be idle")
+
+    def restart_node(self) -> None:
+        """slurmd again, jobs cancelled first. Slurm 22.05's controller, restarted with its saved
+        state, loses the GPU indices of the jobs it recovers (squeue --json shows them with no
+        gres_detail) and keeps their GPUs busy after they end, so that the next job asking for
+        one gets none, until the node registers again."""
+        self.cancel_all()
+        daemon = self.daemons.pop("slurmd")
+        daemon.terminate()
+        daemon.wait(timeout=30)
+        self.start_node()
+
     def stop_controller(self) -> None:
         daemon = self.daemons.pop("slurmctld")
         daemon.terminate()
@@ -183,8 +214,10 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 daemon.wait(timeout=30)
         self._database(drop=True)
 
-    def command(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(args, env=self.env, capture_output=True, text=True, timeout=60)
+    def command(self, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+        """A Slurm command against this Slurm (`env`: variables to add, SLURM_TIME_FORMAT)."""
+        return subprocess.run(args, env={**self.env, **(env or {})}, capture_output=True,
+                              text=True, timeout=60)
 
     def sbatch(self, *options: str, seconds: int = 600) -> str:
         """A job that sleeps (runs no GPU process), submitted with `options`; its id once it

@@ -8,8 +8,10 @@ or not a process runs on it:
 - `kubelet` (agent.holders.kubelet): the kubelet's pod-resources API on the node's socket; the
   owner is the pod's namespace, pod and container. Time-sliced replicas (`<uuid>::<n>`) become
   devices of their own, each 1/replicas of its GPU.
-- `slurm` (agent.holders.slurm): the jobs running on this node and the GPU indices each holds;
-  the owner is the job's account, user and job id.
+- `slurm`: the jobs holding GPUs on this node and the GPU indices each holds; the owner is the
+  job's account, user and job id. From the records the node's prolog and epilog write
+  (agent.holders.slurm_records, read at every poll, no question to slurmctld), or, without
+  them, `squeue --json` (agent.holders.slurm, asked at most once a minute).
 
 A source that cannot be read (socket gone, slurmctld down) is said once, and the polls go on:
 each device's reading is marked holder_unknown, never filled in from the processes, so the
@@ -46,6 +48,7 @@ class Holdings(Protocol):
 
 class Source(Protocol):
     name: str
+    least_every: float  # the least seconds between two questions (0: ask at every poll)
 
     def read(self) -> Holdings:
         """The scheduler's answer now, or HolderError."""
@@ -98,12 +101,17 @@ class Holders:
 
 
 def source_for(name: str, *, node: str, kubelet_socket: str, slurm_node: str | None,
-               resource_prefix: str) -> Source | None:
-    """The named source (None for `processes`, the collector's own view)."""
+               resource_prefix: str, slurm_records: str | None = None) -> Source | None:
+    """The named source (None for `processes`, the collector's own view). For Slurm: the
+    prolog's records in `slurm_records` where it is given, else `squeue --json`."""
     if name == "kubelet":
         from agent.holders.kubelet import KubeletSource
 
         return KubeletSource(kubelet_socket, resource_prefix=resource_prefix)
+    if name == "slurm" and slurm_records:
+        from agent.holders.slurm_records import SlurmRecordsSource
+
+        return SlurmRecordsSource(slurm_records)
     if name == "slurm":
         from agent.holders.slurm import SlurmSource
 

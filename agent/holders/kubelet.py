@@ -74,6 +74,7 @@ class KubeletHoldings:
 
 class KubeletSource:
     name = "kubelet"
+    least_every = 0.0
 
     def __init__(self, socket: str = KUBELET_SOCKET, *, resource_prefix: str = "nvidia.com/"):
         self.socket, self.prefix = socket, resource_prefix

@@ -1,24 +1,28 @@
-"""Who holds each GPU on a Slurm node: the jobs running there and the GPU indices each was
-given, from `squeue --json` (one call a poll of the source, answered by slurmctld: it lists
-every job of the cluster, and the source keeps this node's). A GPU held by a job is allocated
-to it; the owner is the job's account, user and job id (the partition is read too, for the
-log).
+"""Who holds each GPU on a Slurm node: the jobs holding an allocation there and the GPU
+indices each was given. Two ways to learn them, both Slurm's machine formats, never text a
+cluster user controls (`scontrol`'s text prints the job name raw among the fields, so a job
+named "x Account=other JobState=RUNNING GRES=gpu:h100:4(IDX:0-3)" could claim another
+account's GPUs there):
 
-Only Slurm's machine format is read, never text a cluster user controls: `scontrol`'s text
-prints the job name raw among the fields, so a job named "x Account=other JobState=RUNNING
-GRES=gpu:h100:4(IDX:0-3)" could claim another account's GPUs there. In the JSON the name is
-one field among others, and this source never reads it.
+- the records the node's own prolog and epilog write (agent.holders.slurm_records, the scripts
+  in deploy/slurm/): no question to slurmctld, read at every poll, each job's start and end to
+  the second;
+- `squeue --json` (this module), where the prolog is not installed: slurmctld answers it with
+  every job of the cluster and the source keeps this node's, so the agent asks it at most once
+  a minute. The job's name is one field among others there, and is never read.
 
-Slurm numbers a node's GPUs by their order in gres.conf (with AutoDetect=nvml, by the NVML
-order the collector reads too): a job's `gres_detail` entry `gpu:h100:2(IDX:0-1)` for a node
-names GPUs 0 and 1, and every device the collector reads at those indices (a MIG instance
-carries its GPU's index) is held by that job.
+Slurm numbers a node's GPUs by their order in gres.conf (with AutoDetect=nvml, NVML's order,
+which the collector reads too): a job's `gres_detail` entry `gpu:h100:2(IDX:0-1)` names the
+node's GPU devices 0 and 1. Where a GPU is split into MIG instances, each instance is a GPU
+device of its own to Slurm, numbered GPU by GPU and, within one, in NVML's order of its
+instances (`slurm_slots`): IDX:0 is then the first instance of GPU 0, never the whole GPU.
 """
 
 import json
 import re
 import subprocess
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from agent.holders import HolderError, held_by, marked_unknown
 from agent.readings import Reading
@@ -28,6 +32,7 @@ from agent.readings import Reading
 HOLDING = {"RUNNING", "SUSPENDED", "COMPLETING"}
 GPU_GRES = re.compile(r"(?:^|,)gpu(?::[^:(,]+)?:\d+\(IDX:([0-9,-]+)\)")
 TIMEOUT_S = 5.0  # a controller that is down keeps squeue retrying for about 9 s
+SQUEUE_EVERY_S = 60.0  # the least time between two questions to slurmctld
 
 
 def expand_hostlist(text: str) -> list[str]:
@@ -72,6 +77,7 @@ class Job:
     user: str
     partition: str
     gpus: tuple[int, ...]  # on this node
+    start: datetime | None = None
 
     @property
     def owner(self) -> dict[str, str]:
@@ -98,8 +104,21 @@ def jobs_on(text: str, node: str) -> list[Job]:
         if gpus:
             out.append(Job(str(job.get("job_id", "")), str(job.get("account") or ""),
                            str(job.get("user_name") or ""), str(job.get("partition") or ""),
-                           tuple(gpus)))
+                           tuple(gpus), moment(job.get("start_time"))))
     return out
+
+
+def moment(seconds) -> datetime | None:
+    """Slurm's epoch seconds (22.05 prints a number, later versions {"number": ...}) as a
+    moment; None where it states none."""
+    if isinstance(seconds, dict):
+        seconds = seconds.get("number") if seconds.get("set", True) else None
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _holding(state) -> bool:
@@ -118,20 +137,53 @@ def _nodes(job: dict) -> list[str]:
     return expand_hostlist(nodes) if isinstance(nodes, str) else []
 
 
+def slurm_slots(readings: list[Reading]) -> list[int | None]:
+    """Each reading's number among the node's GPU devices as Slurm counts them: GPU by GPU in
+    index order, a whole GPU one device, a GPU split into MIG instances one device an
+    instance in the collector's (NVML's) order; None for a reading Slurm does not count (no
+    index, or the whole of a GPU whose instances are read too)."""
+    by_index: dict[int, list[int]] = {}
+    for k, reading in enumerate(readings):
+        if reading.index is not None:
+            by_index.setdefault(reading.index, []).append(k)
+    slots: list[int | None] = [None] * len(readings)
+    slot = 0
+    for index in sorted(by_index):
+        members = by_index[index]
+        parts = [k for k in members if readings[k].parent] or members[:1]
+        for k in parts:
+            slots[k], slot = slot, slot + 1
+    return slots
+
+
 @dataclass(frozen=True)
 class SlurmHoldings:
-    owners: dict[int, dict[str, str]]  # GPU index -> the job holding it
+    """One answer: the job holding each of the node's GPU devices (Slurm's numbering), with
+    the moment it began; and for devices free now, when their last job let them go, where
+    that is known."""
+
+    held: dict[int, Job]
+    freed: dict[int, datetime]
 
     def apply(self, readings: list[Reading]) -> list[Reading]:
-        return [held_by(r, self.owners.get(r.index) if r.index is not None else None)
-                for r in readings]
+        out = []
+        for reading, slot in zip(readings, slurm_slots(readings), strict=True):
+            job = self.held.get(slot) if slot is not None else None
+            if job is not None:
+                out.append(held_by(reading, job.owner, since=job.start))
+            else:
+                out.append(held_by(reading, None, since=self.freed.get(slot)))
+        return out
 
     def unknown(self, readings: list[Reading]) -> list[Reading]:
         return [marked_unknown(r) for r in readings]
 
 
 class SlurmSource:
-    name = "slurm"
+    """`squeue --json`, asked by the agent at most every SQUEUE_EVERY_S."""
+
+    name = "slurm (squeue --json)"
+    least_every = SQUEUE_EVERY_S
 
     def __init__(self, node: str, squeue: str = "squeue", env: dict | None = None):
         """`env`: the environment squeue runs in (this process's when None; SLURM_CONF
@@ -149,7 +201,7 @@ class SlurmSource:
             said = (done.stderr or done.stdout).strip().splitlines()
             raise HolderError(f"{' '.join(command)} failed: "
                               f"{said[-1] if said else f'exit {done.returncode}'}")
-        owners = {}
+        held = {}
         for job in jobs_on(done.stdout, self.node):
-            owners.update(dict.fromkeys(job.gpus, job.owner))
-        return SlurmHoldings(owners)
+            held.update(dict.fromkeys(job.gpus, job))
+        return SlurmHoldings(held, {})

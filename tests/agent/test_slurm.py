@@ -3,12 +3,15 @@
 
 import json
 import logging
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent.aggregate import Aggregator
 from agent.holders import HolderError, Holders
-from agent.holders.slurm import SlurmSource, expand_hostlist, indices, jobs_on
+from agent.holders.slurm import SlurmSource, expand_hostlist, indices, jobs_on, slurm_slots
+from agent.holders.slurm_records import SlurmRecordsSource
 from agent.readings import Process, Reading
 from loans.services import alerts
 from metering.models import AttributionRule, Cluster
@@ -105,12 +108,11 @@ def test_the_gpus_of_real_jobs_are_held_by_them(slurm):
     first = slurm.sbatch("-A", "team-a", f"--gres=gpu:{'h100'}:2")
     second = slurm.sbatch("-A", "proj-x", "--gres=gpu:1")
     source = SlurmSource(slurm.node, env=slurm.env)
-    seen = source.read().apply(idle() + [Reading(uuid="MIG-x", index=0, fraction=1 / 7)])
+    seen = source.read().apply(idle())
     owners = [r.owner for r in seen]
     assert owners[:2] == [{"account": "team-a", "user": "root", "job": first}] * 2
     assert owners[2] == {"account": "proj-x", "user": "root", "job": second}
     assert owners[3] is None and not seen[3].allocated
-    assert owners[4] == owners[0]  # a MIG instance of GPU 0 is held with it
     slurm.cancel_all()
     assert not any(r.allocated for r in source.read().apply(idle()))
 
@@ -165,4 +167,87 @@ def test_with_the_controller_down_samples_are_marked_and_it_is_said_once(slurm, 
     assert all(r.holder_unknown and not r.allocated for r in down)
     assert len([m for m in caplog.messages if "cannot read who holds" in m]) == 1
     assert holders.apply(busy)[0].owner["account"] == "team-a"  # the job ran on meanwhile
+    slurm.restart_node()
+
+
+def mig_node() -> list[Reading]:
+    """GPU 0 split into two MIG instances, GPUs 1 and 2 whole: four GPU devices to Slurm."""
+    return [Reading(uuid="MIG-0a", index=0, fraction=3 / 7, parent="GPU-0"),
+            Reading(uuid="MIG-0b", index=0, fraction=4 / 7, parent="GPU-0"),
+            Reading(uuid="GPU-1", index=1), Reading(uuid="GPU-2", index=2)]
+
+
+def test_slurm_counts_a_mig_instance_as_a_gpu_device_of_its_own():
+    assert slurm_slots(mig_node()) == [0, 1, 2, 3]
+    whole_and_parts = [Reading(uuid="GPU-0", index=0)] + mig_node()
+    assert slurm_slots(whole_and_parts) == [None, 0, 1, 2, 3]  # the parts, not the whole
+    assert slurm_slots([Reading(uuid="GPU-9", index=None)]) == [None]
+
+
+@pytest.mark.parametrize("records", [False, True], ids=["squeue", "prolog records"])
+def test_each_mig_instance_is_held_by_the_job_slurm_gave_it_on_a_real_slurm(slurm, records):
+    """Slurm gives MIG instances one by one: a job given IDX 0 holds the first instance of
+    GPU 0, not every instance at index 0 (each was held by any job on that GPU)."""
     slurm.cancel_all()
+    one = slurm.sbatch("-A", "team-a", "--gres=gpu:1")
+    three = slurm.sbatch("-A", "proj-x", "--gres=gpu:3")
+    given = {gpu: job.job for job in jobs_on(slurm.command("squeue", "--json").stdout,
+                                             slurm.node) for gpu in job.gpus}
+    assert sorted(given) == [0, 1, 2, 3] and set(given.values()) == {one, three}
+    source = SlurmRecordsSource(slurm.records) if records else SlurmSource(slurm.node,
+                                                                           env=slurm.env)
+    jobs = [(r.owner or {}).get("job") for r in source.read().apply(mig_node())]
+    assert jobs == [given[0], given[1], given[2], given[3]]  # MIG-0a, MIG-0b, GPU-1, GPU-2
+    slurm.cancel_all()
+
+
+def _submit(slurm, account: str, gpus: int, seconds: int) -> str:
+    done = slurm.command("sbatch", "--parsable", "-c1", "-o", "/dev/null", "-A", account,
+                         f"--gres=gpu:{gpus}", "--wrap", f"sleep {seconds}")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def test_jobs_starting_and_ending_mid_interval_are_metered_to_the_second_of_sacct(slurm):
+    """Polled every 5 s with 20 s samples, as the agent polls, from the prolog's records: each
+    job's GPU time starts, ends and sums within a second of what Slurm's accounting says (the
+    split between polls put the start up to 2.5 s off). Job B starts in the last poll gap of
+    an interval and so is seen first in the next one."""
+    slurm.cancel_all()
+    holders = Holders(SlurmRecordsSource(slurm.records), every=0)
+    collector = IdleCollector([f"GPU-{k}" for k in range(4)])
+    aggregator, samples = Aggregator(20), []
+    now = datetime.now(UTC).timestamp()
+    t0 = now - now % 20 + 20.2
+
+    def poll_at(offset: float) -> None:
+        time.sleep(max(0.0, t0 + offset - datetime.now(UTC).timestamp()))
+        moment = datetime.now(UTC)
+        aggregator.add(holders.apply(collector.poll()), moment)
+        samples.extend(aggregator.completed(moment))
+
+    poll_at(0)
+    a = _submit(slurm, "team-a", 2, 8)
+    for offset in (5, 10, 15):
+        poll_at(offset)
+    b = _submit(slurm, "proj-x", 1, 9)
+    for offset in (20, 25, 30, 35, 40):
+        poll_at(offset)
+    slurm.cancel_all()
+    accounted = slurm.command("sacct", "-X", "-n", "-P", "-j", f"{a},{b}", "-o",
+                              "JobID,Start,End", env={"SLURM_TIME_FORMAT": "%s"})
+    times = {job: (int(start), int(end)) for job, start, end in
+             (line.split("|") for line in accounted.stdout.split())}
+    for job, gpus in ((a, 2), (b, 1)):
+        start, end = times[job]
+        parts: dict[str, list[tuple[float, float]]] = {}
+        for s in samples:
+            if (s["owner"] or {}).get("job") == job:
+                first = datetime.fromisoformat(s["ts"]).timestamp()
+                parts.setdefault(s["gpu_uuid"], []).append((first, first + s["interval_s"]))
+        assert len(parts) == gpus, (job, parts)
+        for gpu, spans in parts.items():
+            held = sum(last - first for first, last in spans)
+            assert abs(held - (end - start)) <= 1, (job, gpu, spans, start, end)
+            assert abs(min(f for f, _ in spans) - start) <= 1, (job, gpu, spans, start)
+            assert abs(max(last for _, last in spans) - end) <= 1, (job, gpu, spans, end)
