@@ -12,7 +12,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
 CHROMIUM := /usr/bin/chromium
 
 .PHONY: demo test quick install install-dev lint debian focus-validator bench-ingest bench-agent bench-dashboard \
-	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal
+	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal bench-forecast
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,10 @@ bench-trigger: install-dev
 # The commitment recommender replayed on synthetic histories against two baselines (no database).
 bench-backtest: install-dev
 	$(BIN)/python bench/backtest.py
+
+# The burn-down forecast's band, replayed on public GPU usage traces (no database).
+bench-forecast: install-dev
+	$(BIN)/python bench/forecast.py
 
 # The recommendation job over 1,000 contracts with a year of hourly rollups (PostgreSQL).
 bench-jobs: install-dev

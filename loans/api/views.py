@@ -140,6 +140,22 @@ def _cost(cost) -> dict:
     }
 
 
+def _moment(moment, zone) -> str | None:
+    return moment.astimezone(zone).isoformat() if moment else None
+
+
+def _band(figures: PeriodFigures) -> dict | None:
+    """The period's projected use as P10 and P90, with how often the bench saw a period end
+    inside such a band at this many days left, and whether the band is calibrated on the
+    team's own history or on the pooled one (a team with under two weeks of it)."""
+    band = figures.projected_band
+    if band is None:
+        return None
+    return {"p10_used_gpu_hours": round(band[0], 3), "p90_used_gpu_hours": round(band[1], 3),
+            "coverage": figures.burndown.coverage,
+            "calibrated_on": "own" if figures.burndown.spread.own else "pooled"}
+
+
 def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
     """The tenant page's figures for one period, as integrations read them. Money and metered
     GPU-hours are decimal strings; chart series are numbers."""
@@ -161,8 +177,11 @@ def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
         "projected": {
             "used_gpu_hours": str(figures.projected_used_gpu_hours),
             "rate_gpu_hours_per_hour": round(curve.rate_per_hour, 6),
-            "exhaustion": curve.projected_exhaustion.astimezone(zone).isoformat()
-            if curve.projected_exhaustion else None,
+            "exhaustion": _moment(curve.projected_exhaustion, zone),
+            # The commitment runs out between these (the band's P90 of usage, then its P10;
+            # null: not in this period).
+            "exhaustion_between": [_moment(m, zone) for m in curve.exhaustion_range],
+            "band": _band(figures),
             **_cost(figures.projected_cost),
         },
         "series": {

@@ -1,34 +1,19 @@
 """The burn-down of a period: committed GPU-hours remaining over time, the ideal straight line and
-a forecast from the trailing 7-day rate with a P10-P90 band. Pure: plain floats and datetimes.
+a forecast from the trailing 7-day rate with a P10-P90 band calibrated on the team's own
+forecast errors (loans.maths.forecast). Pure: plain floats and datetimes.
 
 GPU-hours here feed charts and projections, so they are floats; money is priced elsewhere
 (loans.maths.billing) from the meter's exact figures.
 """
 
-import math
-import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from loans.maths import forecast
 from loans.maths.billing import hours_between
 
 HOUR = timedelta(hours=1)
 TRAILING_WINDOW = timedelta(days=7)
-Z90 = 1.2815515655446004  # standard normal quantile at 0.9: P10/P90 = mean -/+ Z90 * sd
-
-
-@dataclass(frozen=True)
-class Rate:
-    """Usage per hour over the trailing window, and the spread of a sum over `h` future hours."""
-
-    per_hour: float
-    block_hours: int
-    block_sd: float
-
-    def spread(self, horizon_hours: float) -> float:
-        if horizon_hours <= 0 or self.block_hours == 0:
-            return 0.0
-        return Z90 * self.block_sd * math.sqrt(horizon_hours / self.block_hours)
 
 
 @dataclass(frozen=True)
@@ -46,6 +31,11 @@ class BurnDown:
     rate_per_hour: float
     projected_used: float
     projected_exhaustion: datetime | None
+    # When the commitment runs out at the band's P90 of usage and at its P10 (None: not in
+    # the period); both None where it ran out already or will not at either.
+    exhaustion_range: tuple[datetime | None, datetime | None]
+    spread: forecast.Spread  # the band's calibration (loans.maths.forecast)
+    coverage: float  # how often, on the bench's past data, a period ended inside the band
 
     @property
     def projected_overage(self) -> float:
@@ -58,35 +48,14 @@ class BurnDown:
 
 def trailing_rate(
     usage: dict[datetime, float], now: datetime, history_start: datetime | None = None
-) -> Rate:
-    """Mean hourly usage over the 7 days before `now` (or since `history_start`, if later).
-
-    The spread comes from whole-day sums where at least two whole days are in the window, so
-    the day/night rhythm does not pass for noise; otherwise from hourly values.
-    """
+) -> float:
+    """Mean hourly usage over the 7 days before `now` (or since `history_start`, if later): the
+    point forecast of every hour left."""
     start, window_hours = trailing_window(now, history_start)
     if window_hours <= 0:
-        return Rate(0.0, 0, 0.0)
-    days = int(window_hours // 24)
-    block_hours, count = (24, days) if days >= 2 else (1, int(window_hours))
-    # One pass over the usage, in its own order (the sums add the same values in the same
-    # order as a sum per block would, so the result is the same to the last bit).
-    total = 0
-    blocks = [0] * count
-    block = block_hours * 3600
-    for hour, v in usage.items():
-        if start <= hour < now:
-            total += v
-        ago = (now - hour).total_seconds()
-        if 0 < ago <= count * block:
-            # Block k holds the hours in [now - (k + 1) blocks, now - k blocks).
-            for k in _near(math.ceil(ago / block) - 1, count):
-                if now - (k + 1) * block_hours * HOUR <= hour < now - k * block_hours * HOUR:
-                    blocks[k] += v
-                    break
-    per_hour = mean_rate(total, window_hours)
-    block_sd = statistics.stdev(blocks) if len(blocks) >= 2 else 0.0
-    return Rate(per_hour, block_hours if len(blocks) >= 2 else 0, block_sd)
+        return 0.0
+    total = sum(v for hour, v in usage.items() if start <= hour < now)
+    return mean_rate(total, window_hours)
 
 
 def trailing_window(now: datetime, history_start: datetime | None = None
@@ -111,11 +80,6 @@ def projected_use(*, start: datetime, end: datetime, now: datetime, used: float,
     `per_hour` (the trailing rate) for every hour left. The one forecast of a period's use:
     the burn-down's and the fleet's."""
     return used + per_hour * max(0.0, (end - max(now, start)).total_seconds() / 3600)
-
-
-def _near(k: int, count: int) -> list[int]:
-    """k first, then its neighbours, within [0, count): guards the float division above."""
-    return [j for j in (k, k - 1, k + 1) if 0 <= j < count]
 
 
 def burndown(
@@ -150,11 +114,14 @@ def burndown(
     used_by.setdefault(now, cumulative)
 
     remaining_now = committed - used
-    rate = trailing_rate(usage, min(now, end), history_start or start)
+    seen = min(now, end)
+    per_hour = trailing_rate(usage, seen, history_start or start)
+    spread = forecast.spread_of(forecast.daily_totals(usage, seen, history_start or start))
     projected_used = projected_use(start=start, end=end, now=now, used=used,
-                                   per_hour=rate.per_hour)
+                                   per_hour=per_hour)
 
-    ideal, remaining, forecast, low, high = [], [], [], [], []
+    exhausted = _exhaustion(start, end, committed, usage, now, per_hour)
+    ideal, remaining, expected, low, high = [], [], [], [], []
     for point in points:
         elapsed = (point - start).total_seconds() / 3600
         ideal.append(committed * (1 - elapsed / total_hours))
@@ -164,13 +131,12 @@ def burndown(
             remaining.append(None)
         if point >= now:
             ahead = (point - max(now, start)).total_seconds() / 3600
-            expected = rate.per_hour * ahead
-            spread = rate.spread(ahead)
-            forecast.append(remaining_now - expected)
-            low.append(remaining_now - expected - spread)
-            high.append(remaining_now - max(0.0, expected - spread))
+            least, most = spread.band(per_hour, ahead)
+            expected.append(remaining_now - per_hour * ahead)
+            low.append(remaining_now - most)
+            high.append(remaining_now - least)
         else:
-            forecast.append(None)
+            expected.append(None)
             low.append(None)
             high.append(None)
 
@@ -178,14 +144,18 @@ def burndown(
         points=points,
         ideal=ideal,
         remaining=remaining,
-        forecast=forecast,
+        forecast=expected,
         forecast_p10=low,
         forecast_p90=high,
         committed=committed,
         used=used,
-        rate_per_hour=rate.per_hour,
+        rate_per_hour=per_hour,
         projected_used=projected_used,
-        projected_exhaustion=_exhaustion(start, end, committed, usage, now, rate.per_hour),
+        projected_exhaustion=exhausted,
+        exhaustion_range=(_range(points, now, low, high) if remaining_now > 0
+                          else (exhausted, exhausted)),
+        spread=spread,
+        coverage=forecast.coverage(max(0.0, (end - max(now, start)).total_seconds()) / 86400),
     )
 
 
@@ -212,3 +182,13 @@ def _exhaustion(
     if hours_left >= (end - from_).total_seconds() / 3600:
         return None
     return from_ + hours_left * HOUR
+
+
+def _range(points: list[datetime], now: datetime, low: list, high: list
+           ) -> tuple[datetime | None, datetime | None]:
+    """The first points, from now on, where the band's low and high edges of the remaining
+    commitment reach zero: the commitment runs out between them."""
+    def first(series):
+        return next((p for p, v in zip(points, series, strict=True)
+                     if p > now and v is not None and v <= 0), None)
+    return first(low), first(high)

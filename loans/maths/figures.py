@@ -125,6 +125,24 @@ class PeriodFigures(PeriodGlance):
     def projected_exhaustion(self) -> datetime | None:
         return self.burndown.projected_exhaustion
 
+    @property
+    def exhaustion_range(self) -> tuple[datetime | None, datetime | None]:
+        return self.burndown.exhaustion_range
+
+    @property
+    def projected_band(self) -> tuple[float, float] | None:
+        """P10 and P90 of the GPU-hours the period ends with (None once it ended)."""
+        curve = self.burndown
+        low, high = curve.forecast_p90[-1], curve.forecast_p10[-1]
+        if low is None or high is None:
+            return None
+        return curve.committed - low, curve.committed - high
+
+    @property
+    def coverage_in_ten(self) -> int:
+        """The band's measured coverage, as times in ten."""
+        return round(self.burndown.coverage * 10)
+
     def cumulative(self) -> tuple[list[float], list[float]]:
         """Running totals of allocated and busy GPU-hours at the end of each hour."""
         allocated, busy, a, b = [], [], 0.0, 0.0

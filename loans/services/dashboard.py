@@ -13,6 +13,7 @@ from core import bounds
 from loans.maths import billing
 from loans.maths.burndown import TRAILING_WINDOW, trailing_window
 from loans.maths.figures import PeriodFigures, PeriodGlance, period_figures, period_glance
+from loans.maths.forecast import CALIBRATION
 from loans.models import Contract, Tenant
 from loans.services import ledger
 from metering import usage
@@ -36,8 +37,8 @@ def started_periods(contract: Contract, now: datetime) -> list[billing.Period]:
 def figures(contract: Contract, period: billing.Period, now: datetime,
             entry: ledger.PeriodEntry | None = None) -> PeriodFigures:
     """One period's figures, priced with the terms in force at its start, at the usage the
-    ledger reads for it (its entry, when the caller has read the ledger); the week before it
-    feeds the forecast where the contract ran."""
+    ledger reads for it (its entry, when the caller has read the ledger); the weeks before it
+    feed the forecast where the contract ran."""
     hours = usage.tenant_hours(contract.tenant_id, _history_start(contract, period),
                          min(now, period.end))
     if entry is None:
@@ -67,7 +68,10 @@ def glances_of(pairs: list[tuple[Contract, billing.Period]], now: datetime
 
 
 def _history_start(contract: Contract, period: billing.Period) -> datetime:
-    return max(contract.periods()[0].start, period.start - TRAILING_WINDOW)
+    """Where the hours a period's figures read start: the trailing week and the forecast's
+    calibration (loans.maths.forecast) reach back before the period, never before the
+    contract."""
+    return max(contract.periods()[0].start, period.start - max(TRAILING_WINDOW, CALIBRATION))
 
 
 def _figures(contract, period, now, entry, hours: list[usage.Hour]) -> PeriodFigures:

@@ -1,11 +1,11 @@
-import statistics
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loans.maths.burndown import Z90, burndown, trailing_rate
+from loans.maths import forecast
+from loans.maths.burndown import burndown, trailing_rate
 from tests.tiers import examples
 
 H = timedelta(hours=1)
@@ -81,20 +81,22 @@ def test_at_the_very_start_there_is_no_rate_and_the_forecast_is_flat():
     assert result.projected_exhaustion is None
 
 
-def test_a_spread_of_daily_totals_widens_the_band_with_the_square_root_of_days():
+def test_the_band_is_the_forecasts_calibrated_spread_around_the_trailing_rate():
     now = START + timedelta(days=14)
     usage = {}
-    for day in range(7):
+    for day in range(14):
         total = 48.0 if day % 2 else 24.0  # alternate days of 1 and 2 GPUs
         usage |= flat(total / 24, now - timedelta(days=day + 1), now - timedelta(days=day))
-    rate = trailing_rate(usage, now)
-    assert rate.block_hours == 24
-    assert rate.per_hour == pytest.approx((4 * 24 + 3 * 48) / 168)
-    # 4 x 24 and 3 x 48: sample standard deviation of the seven daily sums.
-    mean = (4 * 24 + 3 * 48) / 7
-    sd = ((4 * (24 - mean) ** 2 + 3 * (48 - mean) ** 2) / 6) ** 0.5
-    assert rate.block_sd == pytest.approx(sd)
-    assert rate.spread(96) == pytest.approx(Z90 * sd * 2)
+    result = burndown(start=START, end=END, committed=1000.0, usage=usage, now=now)
+    assert result.rate_per_hour == pytest.approx((4 * 24 + 3 * 48) / 168)
+    spread = forecast.spread_of(forecast.daily_totals(usage, now, START))
+    assert spread.own and result.spread == spread
+    left = (END - now).total_seconds() / 3600
+    least, most = spread.band(result.rate_per_hour, left)
+    remaining = 1000.0 - result.used
+    assert result.forecast_p10[-1] == pytest.approx(remaining - most)
+    assert result.forecast_p90[-1] == pytest.approx(remaining - least)
+    assert result.coverage == forecast.coverage(16)
 
 
 def test_usage_after_now_is_ignored():
@@ -142,20 +144,12 @@ def test_burn_down_invariants(values, committed, elapsed):
     assert result.projected_used >= result.used - 1e-9
 
 
-def _trailing_rate_by_blocks(usage, now, history_start):
-    """The trailing rate as its definition reads: one sum over the window, one per block."""
+def _trailing_rate_by_definition(usage, now, history_start):
     start = max(now - timedelta(days=7), history_start)
     window_hours = (now - start).total_seconds() / 3600
     if window_hours <= 0:
-        return (0.0, 0, 0.0)
-    total = sum(v for hour, v in usage.items() if start <= hour < now)
-    days = int(window_hours // 24)
-    block_hours, count = (24, days) if days >= 2 else (1, int(window_hours))
-    step = timedelta(hours=block_hours)
-    blocks = [sum(v for hour, v in usage.items() if now - (k + 1) * step <= hour < now - k * step)
-              for k in range(count)]
-    sd = statistics.stdev(blocks) if len(blocks) >= 2 else 0.0
-    return (total / window_hours, block_hours if len(blocks) >= 2 else 0, sd)
+        return 0.0
+    return sum(v for hour, v in usage.items() if start <= hour < now) / window_hours
 
 
 @settings(max_examples=examples(200), deadline=None)
@@ -164,12 +158,25 @@ def _trailing_rate_by_blocks(usage, now, history_start):
        minute=st.integers(min_value=0, max_value=59),
        values=st.lists(st.floats(min_value=0, max_value=64, allow_nan=False), min_size=1,
                        max_size=24 * 12))
-def test_the_one_pass_trailing_rate_equals_its_definition_to_the_bit(hours, history, minute,
+def test_the_trailing_rate_is_the_windows_sum_over_its_hours(hours, history, minute,
                                                                      values):
     now = datetime(2026, 12, 3, 4, minute, tzinfo=UTC)
     first = now.replace(minute=0) - timedelta(hours=hours)
     usage = {first + timedelta(hours=k): values[k % len(values)] for k in range(hours + 2)}
     history_start = now - timedelta(hours=history)
-    rate = trailing_rate(usage, now, history_start)
-    assert (rate.per_hour, rate.block_hours, rate.block_sd) == _trailing_rate_by_blocks(
+    assert trailing_rate(usage, now, history_start) == _trailing_rate_by_definition(
         usage, now, history_start)
+
+
+def test_the_commitment_runs_out_within_the_bands_range_of_dates():
+    now = START + timedelta(days=14)
+    usage = {}
+    for day in range(14):
+        usage |= flat((30.0 if day % 3 else 60.0) / 24, START + timedelta(days=day),
+                      START + timedelta(days=day + 1))
+    result = burndown(start=START, end=END, committed=1000.0, usage=usage, now=now)
+    earliest, latest = result.exhaustion_range
+    assert earliest is not None and earliest < result.projected_exhaustion
+    assert latest is None or result.projected_exhaustion < latest
+    spent = burndown(start=START, end=END, committed=100.0, usage=usage, now=now)
+    assert spent.exhaustion_range == (spent.projected_exhaustion,) * 2  # it ran out already

@@ -43,6 +43,10 @@ def test_the_page_shows_the_figures_the_pure_functions_compute(client, lead, con
     assert f'data-figure="cost">{want.cost_so_far.total:,.2f}<' in html
     assert f'data-figure="projected-cost">{want.projected_cost.total:,.2f}<' in html
     assert f'data-figure="days-left">{want.days_left:.1f}<' in html
+    low, high = want.projected_band
+    assert f'data-figure="projected-band">{low:,.0f} to {high:,.0f}<' in html
+    assert (f"On past data, the period ended inside this range {want.coverage_in_ten} times "
+            "in 10") in html
 
 
 def test_the_used_figure_is_the_sum_of_what_the_agents_sent(client, lead, contract, metered):
@@ -174,8 +178,16 @@ def test_the_burn_down_api_serves_the_page_s_figures(client, lead, contract, met
     assert Decimal(body["projected"]["used_gpu_hours"]) == want.projected_used_gpu_hours
     assert body["series"]["remaining"] == want.burndown.remaining
     assert len(body["hours"]) == len(want.hours)
+    band = body["projected"]["band"]
+    assert (band["p10_used_gpu_hours"], band["p90_used_gpu_hours"]) == pytest.approx(
+        want.projected_band, abs=1e-3)
+    assert band["p10_used_gpu_hours"] <= float(want.projected_used_gpu_hours) <= band[
+        "p90_used_gpu_hours"]
+    assert band["coverage"] == want.burndown.coverage and band["calibrated_on"] in {
+        "own", "pooled"}
+    assert len(body["projected"]["exhaustion_between"]) == 2
     past = client.get(f"/api/v1/contracts/{contract.pk}/burndown?period=1").json()
-    assert past["period"]["state"] == "ended"
+    assert past["period"]["state"] == "ended" and past["projected"]["band"] is None
     assert Decimal(past["used_gpu_hours"]) == expected(contract, 0).used_gpu_hours
 
 
