@@ -317,6 +317,9 @@ CAPACITY_WINDOW_HOURS = env_int("CAPACITY_WINDOW_HOURS", 24, minimum=1)
 SLURM_CLUSTER = env_str("SLURM_CLUSTER")
 SLURM_IMPORT_DAYS = env_int("SLURM_IMPORT_DAYS", 35, minimum=1)  # a first import reaches back
 SLURM_APPLY_QUOTAS = env_bool("SLURM_APPLY_QUOTAS", False)  # contracts into Slurm limits
+# ... and, with these, commitments and overage policies into GPU-minute budgets that Slurm
+# enforces (loans.services.admission; the cluster needs AccountingStorageEnforce with safe).
+SLURM_ADMISSION = env_bool("SLURM_ADMISSION", False)
 # A tenant-day whose agents' and Slurm's GPU-hours differ by more than this share (and by at
 # least SLURM_MISMATCH_MIN_GPU_HOURS) opens an alert.
 SLURM_MISMATCH_PERCENT = env_int("SLURM_MISMATCH_PERCENT", 5, minimum=1)

@@ -10,11 +10,13 @@ from config.auth import SlowedAuthenticationForm, ThrottledPasswordChangeView
 from loans.api import bursts as api_bursts
 from loans.api import buy as api_buy
 from loans.api import ledger as api_ledger
+from loans.api import overage as api_overage
 from loans.api import views as api
 from loans.web import advise as views_advise
 from loans.web import alerts as views_alerts
 from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
+from loans.web import overage as views_overage
 from loans.web import views
 from metering.intake import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
@@ -44,6 +46,8 @@ urlpatterns = [
          name="api-contract-burndown"),
     path("api/v1/contracts/<int:pk>/heatmap", api.ContractHeatmap.as_view(),
          name="api-contract-heatmap"),
+    path("api/v1/contracts/<int:pk>/overage-policy", api_overage.ContractOveragePolicy.as_view(),
+         name="api-contract-overage-policy"),
     path("api/v1/contracts/<int:pk>/statements", api_ledger.ContractStatements.as_view(),
          name="api-contract-statements"),
     path("api/v1/contracts/<int:pk>/amendments", api_ledger.ContractAmendments.as_view(),
@@ -74,6 +78,8 @@ urlpatterns += i18n_patterns(
          name="burst-ask"),
     path("tenants/<slug:slug>/bursts/<int:pk>/cancel/", views_bursts.cancel,
          name="burst-cancel"),
+    path("tenants/<slug:slug>/contracts/<int:contract_id>/overage-policy/",
+         views_overage.set_policy, name="overage-policy"),
     path("tenants/<slug:slug>/buy-vs-loan/", views_buy.page, name="buy-vs-loan"),
     path("fleet/", views.fleet_page, name="fleet"),
     path("fleet.csv", views.fleet_csv, name="fleet-csv"),

@@ -64,6 +64,9 @@ WRITES = {
     "decide-recommendation": (_lead, _("Only the tenant's leads decide.")),
     "amend-contract": (lambda user, _tenant_id: may(user, "loans.add_amendment"),
                        _("Only operators change contracts.")),
+    "set-overage-policy": (lambda user, tenant_id: _lead(user, tenant_id)
+                           or may(user, "loans.add_overagepolicy"),
+                           _("Only the tenant's leads and operators set the overage policy.")),
 }
 
 

@@ -14,6 +14,7 @@ from loans.models import (
     BurstRequest,
     Contract,
     Membership,
+    OveragePolicy,
     PendingTask,
     Plan,
     Recommendation,
@@ -92,6 +93,15 @@ class ContractAdmin(DatedAdmin):
         (_("Current period"), {"fields": ["current_period", "used_of_committed", "cost_so_far"]}),
         (None, {"fields": ["notes"]}),
     ]
+
+    def save_formset(self, request, form, formset, change) -> None:
+        """A new overage policy is the operator's, from now."""
+        if formset.model is not OveragePolicy:
+            super().save_formset(request, form, formset, change)
+            return
+        for policy in formset.save(commit=False):
+            policy.set_by, policy.set_at = request.user, timezone.now()
+            policy.save()
 
     def save_model(self, request, obj: Contract, form, change) -> None:
         super().save_model(request, obj, form, change)

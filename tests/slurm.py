@@ -1,7 +1,8 @@
 """A real Slurm for the tests: Debian's slurmctld, slurmd and slurmdbd (and munge) on this
 machine, one node whose four GPUs are gres on stand-in character devices, configured in a folder of
 the test run's own, on ports of its own, with accounting in a database of its own on the
-machine's MariaDB (limits enforced: AccountingStorageEnforce=associations,limits), and the
+machine's MariaDB (limits enforced: AccountingStorageEnforce=associations,limits,qos,safe, with
+multifactor priority and a 10-minute default time limit, as GPU-minute budgets need), and the
 agent's prolog and epilog (deploy/slurm/) writing job records into `records`. Jobs are real
 `sbatch` jobs of the accounts ACCOUNTS. `.ci/run` and `make test` install slurm-wlm and
 slurmdbd; without them the tests that need them fail with what to install (never skip)."""
@@ -117,10 +118,11 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort={dbd_port}
-AccountingStorageEnforce=associations,limits,qos
+AccountingStorageEnforce=associations,limits,qos,safe
+PriorityType=priority/multifactor
 AccountingStorageTRES=gres/gpu
 NodeName={self.node} Gres=gpu:{GPU_TYPE}:{GPUS} CPUs={os.cpu_count() or 2} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE DefaultTime=10 State=UP
 """)
         (f / "gres.conf").write_text(
             f"Name=gpu Type={GPU_TYPE} File={f}/dev/nvidia[0-{GPUS - 1}]\n")

@@ -13,25 +13,19 @@ modify/add/delete`), so a second run changes nothing. Each change applied is kep
 (SlurmLimitChange, shown in the admin), with the command and what sacctmgr said.
 """
 
-import subprocess
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
+
 from loans.models import Contract, SlurmLimitChange
+from loans.services import admission as budgets
 from loans.services import bursts
+from loans.services.slurm_commands import Change, LimitsError, Run, run_slurm, sacctmgr, slurm
 from metering.schedulers.slurm.sacct import gpu_count
 from metering.usage.fleet import slurm_accounts
 
 QOS_PREFIX = "gpuloans-burst-"
-TIMEOUT_S = 60
-Run = Callable[[list[str]], subprocess.CompletedProcess]
-
-
-class LimitsError(Exception):
-    """sacctmgr could not be run or read."""
-
-
 @dataclass(frozen=True)
 class Wanted:
     account: str
@@ -50,18 +44,6 @@ class Carried:
 
     max_gpus: int | None
     qos: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Change:
-    account: str
-    tenant_id: int | None
-    what: str  # for people: "GrpTRES gres/gpu 8 -> 16"
-    command: tuple[str, ...]
-
-
-def _run(command: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)  # noqa: S603
 
 
 def wanted(cluster_id: int, at: datetime) -> list[Wanted]:
@@ -92,30 +74,18 @@ def _gpus(tres: str) -> int | None:
         return None
 
 
-def _sacctmgr(run: Run, *args: str) -> str:
-    try:
-        done = run(["sacctmgr", *args])
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise LimitsError(f"sacctmgr: {error}") from None
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).strip().splitlines()
-        raise LimitsError(f"sacctmgr {' '.join(args[:3])} failed: "
-                          f"{said[-1] if said else done.returncode}")
-    return done.stdout
-
-
-def carried(accounts: list[str], run: Run = _run) -> tuple[dict[str, Carried], dict[str, int]]:
+def carried(accounts: list[str], run: Run = run_slurm) -> tuple[dict[str, Carried], dict[str, int]]:
     """What the accounts carry now (account-level associations), and the GPUs of every
     gpuloans burst QOS."""
     out = {}
-    text = _sacctmgr(run, "-n", "-P", "show", "assoc", f"account={','.join(accounts)}",
+    text = sacctmgr(run, "-n", "-P", "show", "assoc", f"account={','.join(accounts)}",
                      "format=Account,User,GrpTRES,QOS")
     for line in text.splitlines():
         account, user, tres, qos = (line.split("|") + ["", "", "", ""])[:4]
         if not user and account in accounts:
             out[account] = Carried(_gpus(tres), frozenset(q for q in qos.split(",") if q))
     qos_gpus = {}
-    for line in _sacctmgr(run, "-n", "-P", "show", "qos", "format=Name,GrpTRES").splitlines():
+    for line in sacctmgr(run, "-n", "-P", "show", "qos", "format=Name,GrpTRES").splitlines():
         name, _, tres = line.partition("|")
         if name.startswith(QOS_PREFIX):
             qos_gpus[name] = _gpus(tres) or 0
@@ -172,20 +142,26 @@ def _shown(gpus: int | None) -> str:
 
 
 def apply_limits(*, cluster_id: int, cluster_name: str, at: datetime, dry_run: bool,
-                 run: Run = _run) -> list[Change]:
-    """Plan the changes and, unless `dry_run`, make them, logging each."""
+                 run: Run = run_slurm, admission: bool | None = None) -> list[Change]:
+    """Plan the changes and, unless `dry_run`, make them, logging each. With `admission`
+    (SLURM_ADMISSION when None), the commitments and overage policies as GPU-minute budgets
+    too (loans.services.admission)."""
     wants = wanted(cluster_id, at)
     if not wants:
         return []
     now, qos_gpus = carried([w.account for w in wants], run)
     changes = plan(wants, now, qos_gpus)
+    if settings.SLURM_ADMISSION if admission is None else admission:
+        held = budgets.wanted(cluster_id, at)
+        if held:
+            changes += budgets.plan(held, *budgets.carried(held, run))
     if dry_run:
         return changes
     for change in changes:
         if not change.command:
             continue
         try:
-            said = _sacctmgr(run, *change.command[1:])
+            said = slurm(run, *change.command)
             ok = True
         except LimitsError as error:
             said, ok = str(error), False

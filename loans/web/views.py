@@ -23,10 +23,18 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from core import spreadsheet
-from loans.access import Refused, is_lead, is_operator, require, tenant_for_user, tenants_for
+from loans.access import (
+    Refused,
+    is_lead,
+    is_operator,
+    may,
+    require,
+    tenant_for_user,
+    tenants_for,
+)
 from loans.maths.billing import Period
-from loans.models import Alert, BurstRequest, Contract, Recommendation, Tenant
-from loans.services import charts, dashboard, ledger
+from loans.models import Alert, BurstRequest, Contract, OveragePolicy, Recommendation, Tenant
+from loans.services import charts, dashboard, ledger, overage
 from loans.services import fleet_status as fleet
 from loans.web.bursts import form_for as burst_form_for
 from metering.usage import fleet as metering_fleet
@@ -163,6 +171,9 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
         ).order_by("starts_at"),
         "burst_form": burst_form_for(request, contract.pk) if lead else None,
         "can_decide": lead,
+        "overage": overage.describe(contract, now),
+        "overage_policies": OveragePolicy.Kind.choices,
+        "can_set_overage": lead or may(request.user, "loans.add_overagepolicy"),
         "alerts": list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[
             :ALERT_HISTORY]),
     }

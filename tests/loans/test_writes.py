@@ -10,6 +10,7 @@ ALLOWED = {  # action: the actors who may
     "decide-burst": {"operator"},
     "decide-recommendation": {"lead"},
     "amend-contract": {"operator"},
+    "set-overage-policy": {"lead", "operator"},
 }
 
 

@@ -9,8 +9,10 @@ class Command(BaseCommand):
     help = (
         "Make each tenant's Slurm account carry its contract: GrpTRES=gres/gpu=<max quota> on "
         "the account (its account rule's value), a QOS for the bursts granted now, no limit "
-        "where no contract runs. Only differences are changed; each change is logged (admin: "
-        "Slurm limit changes). Kubernetes quotas are manifests: see quota_manifests."
+        "where no contract runs; with SLURM_ADMISSION on, each period's commitment and its "
+        "overage policy as GPU-minute budgets (QOS GrpTRESMins). Only differences are changed; "
+        "each change is logged (admin: Slurm limit changes). Kubernetes quotas are manifests: "
+        "see quota_manifests."
     )
 
     def add_arguments(self, parser):

@@ -1,0 +1,70 @@
+"""A contract's overage policy: set (by its lead or an operator, kept with who and when) and
+described for the tenant page and the API: what it means in GPU-hours at the contract's
+overage rate, this period."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+from loans.maths import admission, billing
+from loans.models import Contract, OveragePolicy
+
+
+@dataclass(frozen=True)
+class Described:
+    kind: str
+    budget: Decimal | None
+    currency: str
+    overage_gpu_hours: Decimal | None  # what the policy allows past the commitment; None: all
+    set_by: str | None
+    set_at: datetime | None
+
+
+def describe(contract: Contract, at: datetime) -> Described:
+    latest = contract.overage_policies.select_related("set_by").first()
+    kind, budget = (latest.kind, latest.budget) if latest else (OveragePolicy.Kind.ALLOW, None)
+    terms = contract.terms_at(at)
+    limits = admission.budgets(committed_gpu_hours=terms.committed_gpu_hours,
+                               overage_rate=terms.overage_rate, policy=kind, budget=budget)
+    hours = limits.overage_gpu_hours()
+    return Described(kind, budget, terms.currency,
+                     None if hours is None else billing.gpu_hours(hours),
+                     latest.set_by.get_username() if latest and latest.set_by else None,
+                     latest.set_at if latest else None)
+
+
+def read_budget(value) -> Decimal | None:
+    """A budget as a caller sends it (a decimal string or a number), or None where none is."""
+    if value in (None, ""):
+        return None
+    try:
+        return Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        raise ValidationError({"budget": _("The budget must be a number, e.g. 20000.00; got "
+                                           "%(value)s.") % {"value": repr(str(value)[:32])}}
+                              ) from None
+
+
+def set_policy(contract: Contract, *, kind: str, budget: Decimal | None, by, now: datetime
+               ) -> OveragePolicy:
+    """A new policy in force from `now`; ValidationError (by field) where it cannot be."""
+    if kind not in OveragePolicy.Kind.values:
+        raise ValidationError({"policy": _("Choose allow, budget or hold; got %(value)s.")
+                               % {"value": repr(str(kind)[:32])}})
+    if kind == OveragePolicy.Kind.BUDGET and budget is None:
+        raise ValidationError({"budget": _("Give the budget: money a period, in %(currency)s.")
+                               % {"currency": contract.terms_for(0).currency}})
+    if kind != OveragePolicy.Kind.BUDGET:
+        budget = None
+    elif not budget.is_finite() or budget < 0 or budget >= Decimal("1e14"):
+        raise ValidationError({"budget": _("The budget must be zero or more, under "
+                                           "100,000,000,000,000.")})
+    else:
+        budget = billing.money(budget, contract.terms_for(0).currency)
+    policy = OveragePolicy(contract=contract, kind=kind, budget=budget, set_by=by, set_at=now)
+    policy.full_clean()
+    policy.save()
+    return policy

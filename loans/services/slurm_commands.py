@@ -1,0 +1,42 @@
+"""Slurm's commands as gpuloans runs them (sacctmgr, squeue, scontrol): run with a time limit,
+their failures as LimitsError, and one change to make, for people and for the log."""
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+TIMEOUT_S = 60
+Run = Callable[[list[str]], subprocess.CompletedProcess]
+
+
+class LimitsError(Exception):
+    """A Slurm command could not be run or read."""
+
+
+@dataclass(frozen=True)
+class Change:
+    account: str
+    tenant_id: int | None
+    what: str  # for people: "GrpTRES gres/gpu 8 -> 16"
+    command: tuple[str, ...]
+
+
+def run_slurm(command: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)  # noqa: S603
+
+
+def slurm(run: Run, *command: str) -> str:
+    """What `command` printed; LimitsError, with the last line it said, where it failed."""
+    try:
+        done = run(list(command))
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise LimitsError(f"{command[0]}: {error}") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise LimitsError(f"{' '.join(command[:4])} failed: "
+                          f"{said[-1] if said else done.returncode}")
+    return done.stdout
+
+
+def sacctmgr(run: Run, *args: str) -> str:
+    return slurm(run, "sacctmgr", *args)

@@ -1,0 +1,75 @@
+"""The rule that turns a contract's terms and overage policy into GPU-minute budgets
+(loans.maths.admission), against a brute-force model of a period: jobs admitted the way Slurm's
+`safe` enforcement admits them (a job starts in a QOS only if its time limit x GPUs fits what
+is left), priced with the ledger's own cost."""
+
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loans.maths import admission, billing
+from tests.tiers import examples
+
+CURRENCIES = ("CNY", "JPY", "KWD", "USD")
+
+
+def admitted(jobs, limits: admission.Budgets) -> tuple[int, int]:
+    """GPU-minutes used in the commitment's QOS and in the overage QOS: each job (GPUs, time
+    limit, minutes it ran) runs in the commitment's QOS if it fits there, else in the overage
+    QOS (where gpuloans moves it) if it fits there, else never starts."""
+    commitment = overage = 0
+    for gpus, limit, ran in jobs:
+        if commitment + gpus * limit <= limits.commitment_minutes:
+            commitment += gpus * min(ran, limit)
+        elif limits.overage_minutes is None or overage + gpus * limit <= limits.overage_minutes:
+            overage += gpus * min(ran, limit)
+    return commitment, overage
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(committed=st.decimals(0, 5000, places=2), rate=st.decimals(0, 40, places=4),
+       currency=st.sampled_from(CURRENCIES),
+       policy=st.sampled_from([admission.ALLOW, admission.BUDGET, admission.HOLD]),
+       budget=st.decimals(0, 20000, places=4),
+       jobs=st.lists(st.tuples(st.integers(1, 8), st.integers(1, 600), st.integers(0, 600)),
+                     max_size=60))
+def test_the_money_billed_never_passes_the_policys_limit(committed, rate, currency, policy,
+                                                         budget, jobs):
+    terms = billing.Terms(base_quota_gpus=1, max_quota_gpus=8, committed_gpu_hours=committed,
+                          committed_rate=Decimal("10"), overage_rate=rate, term_months=12,
+                          currency=currency)
+    limits = admission.budgets(committed_gpu_hours=committed, overage_rate=rate, policy=policy,
+                               budget=budget if policy == admission.BUDGET else None)
+    in_commitment, in_overage = admitted(jobs, limits)
+    cost = terms.cost(billing.gpu_hours(Decimal(in_commitment + in_overage) / 60))
+    assert in_commitment <= committed * 60  # Slurm's count never passes the commitment
+    if policy == admission.HOLD:
+        assert in_overage == 0 and cost.overage_cost == 0
+    elif policy == admission.BUDGET and rate > 0:
+        # Rounded to the minor unit, at most one unit off from the budget's own rounding.
+        assert cost.overage_cost <= billing.money(budget, currency) + billing.minor_unit(
+            currency)
+        # ... and no whole GPU-minute more would still have fit: the budget is not wasted.
+        assert (limits.overage_minutes + 1) * rate > budget * 60
+    else:
+        assert limits.overage_minutes is None  # allow, or a budget at no cost: no limit
+        assert in_commitment + in_overage == sum(g * min(r, t) for g, t, r in jobs)  # all ran
+
+
+def test_the_commitment_is_its_whole_gpu_minutes_rounded_down():
+    limits = admission.budgets(committed_gpu_hours=Decimal("10.01"),
+                               overage_rate=Decimal("12"), policy=admission.BUDGET,
+                               budget=Decimal("100"))
+    assert (limits.commitment_minutes, limits.overage_minutes) == (600, 500)
+    assert limits.overage_gpu_hours() == Decimal(500) / 60
+
+
+@pytest.mark.parametrize(("policy", "budget", "message"), [
+    (admission.BUDGET, None, "needs a budget"), (admission.BUDGET, Decimal(-1), "needs a budget"),
+    ("stop", None, "unknown overage policy")])
+def test_a_policy_that_cannot_be_read_is_refused(policy, budget, message):
+    with pytest.raises(ValueError, match=message):
+        admission.budgets(committed_gpu_hours=Decimal(1), overage_rate=Decimal(1), policy=policy,
+                          budget=budget)
