@@ -29,7 +29,9 @@ def policy_json(contract: Contract) -> dict:
             "currency": d.currency,
             "overage_gpu_hours": None if d.overage_gpu_hours is None
             else str(d.overage_gpu_hours),
-            "set_by": d.set_by, "set_at": d.set_at.isoformat() if d.set_at else None}
+            "set_by": d.set_by, "set_at": d.set_at.isoformat() if d.set_at else None,
+            # open (commitment left), overage (past it, running) or held; null: no period now
+            "state": d.state}
 
 
 class ContractOveragePolicy(APIView):

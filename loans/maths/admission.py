@@ -60,3 +60,17 @@ def hours_allowed(limits: Budgets) -> float:
     if limits.overage_minutes is None:
         return math.inf
     return (limits.commitment_minutes + limits.overage_minutes) / 60
+
+
+OPEN, OVERAGE, HELD = "open", "overage", "held"
+
+
+def state(*, used_gpu_hours: Decimal, committed_gpu_hours: Decimal, overage_cost: Decimal,
+          policy: str, budget: Decimal | None) -> str:
+    """Where a period stands, as the ledger meters it: `open` (commitment left), `overage`
+    (past it, the policy letting jobs run) or `held` (past it on hold, or past the budget)."""
+    if used_gpu_hours < committed_gpu_hours:
+        return OPEN
+    if policy == HOLD or (policy == BUDGET and budget is not None and overage_cost >= budget):
+        return HELD
+    return OVERAGE

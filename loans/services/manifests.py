@@ -1,14 +1,16 @@
 """Each tenant's GPU quota as the manifests a cluster applies: a Kubernetes ResourceQuota for
 the tenant's namespace (the effective quota: base plus the bursts granted now) and a Kueue
-ClusterQueue (nominal quota = base, borrowing limit = max quota - base)."""
+ClusterQueue (nominal quota = base, borrowing limit = max quota - base), held while the
+contract's overage policy holds it (loans.services.overage)."""
 
 from datetime import datetime
 
 import yaml
 from django.utils.text import slugify
 
-from loans.models import Contract, Tenant
-from loans.services import bursts
+from loans.maths import admission
+from loans.models import Contract, Tenant, policy_of
+from loans.services import bursts, overage
 from metering.usage import fleet
 
 COHORT = "gpuloans"
@@ -23,7 +25,13 @@ def namespace_of(tenant: Tenant) -> str:
 
 
 def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:
+    """The ResourceQuota and the ClusterQueue; the ClusterQueue on `stopPolicy: Hold` while the
+    contract's period is held (on hold past its commitment, or past its overage budget):
+    Kueue admits nothing new from it and lets what runs finish. The next period, or a policy
+    that allows overage, lifts it."""
     effective, cap = bursts.effective_quota(contract, at)
+    kind, budget = policy_of(contract)
+    held = overage.admission_state(contract, kind, budget, at) == admission.HELD
     base = contract.terms_at(at).base_quota_gpus
     namespace = namespace_of(tenant)
     flavor = slugify(contract.gpu_model) or "default-flavor"
@@ -45,6 +53,7 @@ def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:
                     "flavors": [{"name": flavor, "resources": [{
                         "name": GPU, "nominalQuota": base, "borrowingLimit": cap - base}]}],
                 }],
+                **({"stopPolicy": "Hold"} if held else {}),
             },
         },
     ]

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from loans.maths import admission, billing
 from loans.models import Contract, OveragePolicy
+from loans.services import ledger
 
 
 @dataclass(frozen=True)
@@ -21,9 +22,27 @@ class Described:
     overage_gpu_hours: Decimal | None  # what the policy allows past the commitment; None: all
     set_by: str | None
     set_at: datetime | None
+    state: str | None  # open, overage or held this period (admission.state); None: no period
 
 
-def describe(contract: Contract, at: datetime) -> Described:
+def admission_state(contract: Contract, kind: str, budget: Decimal | None, at: datetime,
+                    entry: ledger.PeriodEntry | None = None) -> str | None:
+    """Where the contract's period at `at` stands against its commitment and policy, as the
+    ledger meters it (the Kueue hold and the pages read it; `entry`: that period's, where
+    the caller has read the ledger)."""
+    period = contract.period_at(at)
+    if period is None:
+        return None
+    if entry is None or entry.period.index != period.index:
+        entry = ledger.period_entry(contract, period, at)
+    return admission.state(used_gpu_hours=entry.metered,
+                           committed_gpu_hours=entry.terms.committed_gpu_hours,
+                           overage_cost=entry.terms.cost(entry.metered).overage_cost,
+                           policy=kind, budget=budget)
+
+
+def describe(contract: Contract, at: datetime, entry: ledger.PeriodEntry | None = None
+             ) -> Described:
     latest = contract.overage_policies.select_related("set_by").first()
     kind, budget = (latest.kind, latest.budget) if latest else (OveragePolicy.Kind.ALLOW, None)
     terms = contract.terms_at(at)
@@ -33,7 +52,8 @@ def describe(contract: Contract, at: datetime) -> Described:
     return Described(kind, budget, terms.currency,
                      None if hours is None else billing.gpu_hours(hours),
                      latest.set_by.get_username() if latest and latest.set_by else None,
-                     latest.set_at if latest else None)
+                     latest.set_at if latest else None,
+                     admission_state(contract, kind, budget, at, entry))
 
 
 def read_budget(value) -> Decimal | None:

@@ -171,7 +171,7 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
         ).order_by("starts_at"),
         "burst_form": burst_form_for(request, contract.pk) if lead else None,
         "can_decide": lead,
-        "overage": overage.describe(contract, now),
+        "overage": overage.describe(contract, now, book.current),
         "overage_policies": OveragePolicy.Kind.choices,
         "can_set_overage": lead or may(request.user, "loans.add_overagepolicy"),
         "alerts": list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[

@@ -4,7 +4,9 @@ unknown fields refused as `kubectl apply --validate=strict` refuses them, and th
 ClusterQueue CRD's own CEL rules checked."""
 
 import copy
+from collections import namedtuple
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -16,20 +18,53 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from loans.models import BurstRequest
+from loans.models import BurstRequest, OveragePolicy
+from loans.services import ledger, manifests
 from metering.models import AttributionRule, Cluster
 
 SCHEMAS = Path(__file__).with_name("schemas")
+Metered = namedtuple("Metered", "allocated_gpu_hours busy_gpu_hours", defaults=[Decimal(0)])
+
+
+CRD = "kueue.x-k8s.io_clusterqueues.yaml"
+
+
+def strict(schema):
+    """An OpenAPI schema of a CRD as `kubectl apply --validate=strict` applies it: an object
+    that lists its properties takes no others (unless it says it keeps unknown fields)."""
+    if isinstance(schema, dict):
+        schema = {key: strict(value) for key, value in schema.items()}
+        if ("properties" in schema and "additionalProperties" not in schema
+                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+            schema["additionalProperties"] = False
+        return schema
+    if isinstance(schema, list):
+        return [strict(value) for value in schema]
+    return schema
+
+
+def crd_schema(version: str) -> dict:
+    """The `version` schema of Kueue's published ClusterQueue CRD, its metadata the object
+    metadata Kubernetes checks (a CRD leaves it to the API server)."""
+    crd = yaml.safe_load((SCHEMAS / CRD).read_text())
+    [served] = [v for v in crd["spec"]["versions"] if v["name"] == version]
+    schema = strict(served["schema"]["openAPIV3Schema"])
+    schema["properties"]["metadata"] = {"$ref": "objectmeta.yaml"}
+    schema["required"] = ["apiVersion", "kind", "metadata", "spec"]
+    schema["properties"]["apiVersion"] = {"const": f"kueue.x-k8s.io/{version}"}
+    schema["properties"]["kind"] = {"const": "ClusterQueue"}
+    return schema
 
 
 def validator(name: str) -> Draft202012Validator:
     registry = Registry().with_resource("objectmeta.yaml", DRAFT202012.create_resource(
         yaml.safe_load((SCHEMAS / "objectmeta.yaml").read_text())))
-    return Draft202012Validator(yaml.safe_load((SCHEMAS / name).read_text()), registry=registry)
+    schema = crd_schema("v1beta1") if name == CRD else yaml.safe_load(
+        (SCHEMAS / name).read_text())
+    return Draft202012Validator(schema, registry=registry)
 
 
-SCHEMA_OF = {"ResourceQuota": "resourcequota-v1.yaml",
-             "ClusterQueue": "kueue-clusterqueue-v1beta1.yaml"}
+SCHEMA_OF = {"ResourceQuota": "resourcequota-v1.yaml", "ClusterQueue": CRD}
 
 
 def check(document: dict) -> None:
@@ -78,6 +113,8 @@ def test_every_manifest_is_valid_for_kubernetes_and_kueue(documents):
         "nominalQuota"),
     lambda q, c: c["spec"].pop("cohort"),  # a borrowing limit without a cohort
     lambda q, c: c["spec"]["resourceGroups"][0]["coveredResources"].append("cpu"),
+    lambda q, c: c["spec"].update({"stopPolicy": "Stop"}),
+    lambda q, c: c["spec"].update({"cohortName": "gpuloans"}),  # v1beta2's name, not v1beta1's
 ])
 def test_the_validation_refuses_what_kubernetes_or_kueue_would(documents, break_it):
     quota, queue = copy.deepcopy(documents)
@@ -85,3 +122,27 @@ def test_the_validation_refuses_what_kubernetes_or_kueue_would(documents, break_
     with pytest.raises((ValidationError, AssertionError)):
         check(quota)
         check(queue)
+
+
+def held(contract, kind: str, budget=None) -> None:
+    OveragePolicy.objects.create(contract=contract, kind=kind, budget=budget,
+                                 set_at=timezone.now())
+
+
+@pytest.mark.parametrize(("kind", "budget", "used", "stopped"), [
+    ("hold", None, "999", False),  # commitment left: open
+    ("hold", None, "1000", True),  # spent, on hold: Kueue admits nothing new
+    ("allow", None, "5000", False),  # overage allowed
+    ("budget", Decimal("100"), "1005", False),  # 5 GPU-h of overage, under the budget
+    ("budget", Decimal("100"), "1100", True),  # 100 GPU-h of overage: past the budget
+])
+def test_a_held_contract_stops_its_cluster_queue_and_each_state_is_valid(
+        contract, tenant, kind, budget, used, stopped, monkeypatch):
+    held(contract, kind, budget)
+    period = contract.period_at(timezone.now())
+    entry = ledger.live_entry(contract, period, timezone.now(), Metered(Decimal(used)))
+    monkeypatch.setattr(ledger, "period_entry", lambda *args: entry)
+    [quota, queue] = manifests.documents(tenant, contract, timezone.now())
+    check(quota)
+    check(queue)
+    assert queue["spec"].get("stopPolicy") == ("Hold" if stopped else None)

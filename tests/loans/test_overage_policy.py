@@ -19,6 +19,7 @@ def test_a_contract_allows_overage_until_someone_sets_a_policy(client, member, c
     body = client.get(url(contract)).json()
     assert (body["policy"], body["budget"], body["overage_gpu_hours"], body["set_by"]) == (
         "allow", None, None, None)
+    assert body["state"] == "open"  # nothing metered yet
 
 
 def test_a_lead_sets_a_budget_and_sees_what_it_means_in_gpu_hours(client, lead, contract):
