@@ -26,7 +26,7 @@ from loans.api.serializers import (
 from loans.maths.billing import local_midnight
 from loans.maths.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
-from loans.services import charts
+from loans.services import charts, ledger, overage
 from loans.services.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
 from metering.usage import Hour, tenant_hours
 from metering.usage.fleet import gpu_labels
@@ -229,8 +229,14 @@ class ContractBurndown(APIView):
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         now = timezone.now()
-        return Response(burndown_json(contract, figures(contract, _period(request, contract, now),
-                                                        now)))
+        period = _period(request, contract, now)
+        entry = ledger.period_entry(contract, period, now)
+        body = burndown_json(contract, figures(contract, period, now, entry))
+        policy = overage.describe(contract, now, entry)
+        # What the scheduler does now: the policy in force and where the current period
+        # stands (open, overage or held), whichever period was asked for.
+        body["admission"] = {"policy": policy.kind, "state": policy.state}
+        return Response(body)
 
 
 class ContractHeatmap(APIView):

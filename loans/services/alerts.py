@@ -13,7 +13,7 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.maths.billing import money
-from loans.models import Alert, Contract, Tenant
+from loans.models import Alert, Contract, Tenant, policy_of
 from loans.services import dashboard
 from loans.services.notify import notify_alert
 from metering.usage import fleet, floor_hour, slurm
@@ -37,6 +37,23 @@ def _money(value: Decimal) -> str:
     return f"{value:,.2f}"
 
 
+# The commitment-used alert by overage policy and whether 80% is crossed: from there it says
+# what the scheduler does once the commitment is spent (loans.services.admission).
+COMMITMENT_USED = {
+    ("allow", False): gettext_noop(
+        "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+        "period %(period)s."),
+    ("hold", True): gettext_noop(
+        "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+        "period %(period)s. Its overage policy is hold: once the commitment is spent, new jobs "
+        "wait for the next period."),
+    ("budget", True): gettext_noop(
+        "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+        "period %(period)s. Past the commitment, jobs run at the overage rate until "
+        "%(budget)s %(currency)s of overage is spent, then wait for the next period."),
+}
+
+
 def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     """Commitment used, projected overage or unused, completeness: for the period running
     (with no commitment, C = 0: projected overage and completeness)."""
@@ -53,13 +70,15 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     used = figures.used_gpu_hours / committed * 100 if committed > 0 else 0
     crossed = next((t for t in THRESHOLDS if used >= t), None) if committed > 0 else None
     if crossed is not None:
-        wording = worded(gettext_noop(
-            "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
-            "period %(period)s."), {"tenant": tenant.name, "used": used,
-                                     "committed": f"{committed:,.0f}",
-                                     "period": period.index + 1})
+        kind, budget = policy_of(contract)
+        text = COMMITMENT_USED.get((kind, crossed >= 80), COMMITMENT_USED[("allow", False)])
+        wording = worded(text, {"tenant": tenant.name, "used": used,
+                                "committed": f"{committed:,.0f}", "period": period.index + 1,
+                                "budget": _money(budget or Decimal(0)),
+                                "currency": terms.currency})
         out.append(Condition(Kind.COMMITMENT_USED, f"{subject}:{crossed}", tenant.pk, wording,
-            {"threshold_percent": crossed, "used_gpu_hours": str(figures.used_gpu_hours)}))
+            {"threshold_percent": crossed, "used_gpu_hours": str(figures.used_gpu_hours),
+             "overage_policy": kind}))
     overage = figures.projected_overage_gpu_hours
     if overage > committed * settings.ALERT_OVERAGE_PERCENT / 100:
         cost = figures.projected_cost.overage_cost

@@ -43,9 +43,15 @@ def admission_state(contract: Contract, kind: str, budget: Decimal | None, at: d
 
 def describe(contract: Contract, at: datetime, entry: ledger.PeriodEntry | None = None
              ) -> Described:
+    """The policy in force at `at`, what it means in GPU-hours this period and where the
+    period stands; `entry`: the ledger's entry of the period at `at`, where the caller has
+    read it (its terms and usage are used, not read again)."""
     latest = contract.overage_policies.select_related("set_by").first()
     kind, budget = (latest.kind, latest.budget) if latest else (OveragePolicy.Kind.ALLOW, None)
-    terms = contract.terms_at(at)
+    period = contract.period_at(at)
+    if entry is not None and (period is None or entry.period.index != period.index):
+        entry = None
+    terms = entry.terms if entry is not None else contract.terms_at(at)
     limits = admission.budgets(committed_gpu_hours=terms.committed_gpu_hours,
                                overage_rate=terms.overage_rate, policy=kind, budget=budget)
     hours = limits.overage_gpu_hours()

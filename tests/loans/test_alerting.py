@@ -5,6 +5,7 @@ import ipaddress
 import json
 import threading
 from datetime import timedelta
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -14,7 +15,7 @@ from django.core.management import call_command
 from django.db import connection
 
 from config.celery import app
-from loans.models import Alert, Amendment, Contract
+from loans.models import Alert, Amendment, Contract, OveragePolicy
 from loans.services.alerts import evaluate_alerts
 from loans.tasks import check_alerts
 from metering.models import Gpu
@@ -64,6 +65,23 @@ def test_the_highest_share_of_the_commitment_used_is_the_open_alert(contract, me
     evaluate_alerts(NOW)
     assert (Alert.Kind.COMMITMENT_USED, f"{subject}:100") in open_alerts()
     assert Alert.objects.filter(kind="commitment_used", state="open").count() == 1
+
+
+@pytest.mark.parametrize(("kind", "budget", "says"), [
+    ("hold", None, "new jobs wait for the next period"),
+    ("budget", Decimal("500"), "until 500.00 CNY of overage is spent"),
+    ("allow", None, None),
+])
+def test_past_80_percent_the_alert_says_what_the_scheduler_will_do(contract, metered, kind,
+                                                                   budget, says):
+    OveragePolicy.objects.create(contract=contract, kind=kind, budget=budget, set_at=NOW)
+    commit(contract, 110)  # 115 GPU-h used: past 100%
+    evaluate_alerts(NOW)
+    [alert] = Alert.objects.filter(kind="commitment_used", state="open")
+    text = str(alert.message)
+    assert "has used 105% of the 110 GPU-h" in text
+    assert (says in text) if says else "wait" not in text
+    assert alert.details["overage_policy"] == kind
 
 
 def test_running_twice_opens_nothing_twice(contract, metered):

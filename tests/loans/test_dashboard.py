@@ -186,6 +186,9 @@ def test_the_burn_down_api_serves_the_page_s_figures(client, lead, contract, met
     assert band["coverage"] == want.burndown.coverage and band["calibrated_on"] in {
         "own", "pooled"}
     assert len(body["projected"]["exhaustion_between"]) == 2
+    assert body["admission"]["policy"] == "allow"
+    assert body["admission"]["state"] == ("open" if want.used_gpu_hours < want.committed_gpu_hours
+                                          else "overage")
     past = client.get(f"/api/v1/contracts/{contract.pk}/burndown?period=1").json()
     assert past["period"]["state"] == "ended" and past["projected"]["band"] is None
     assert Decimal(past["used_gpu_hours"]) == expected(contract, 0).used_gpu_hours
@@ -239,7 +242,7 @@ def test_the_page_s_queries_do_not_grow_with_usage(client, lead, contract, meter
     client.force_login(lead)
     with django_assert_max_num_queries(16):
         assert client.get("/en/tenants/vision/").status_code == 200
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):  # 6, and the overage policy in force
         assert client.get(f"/api/v1/contracts/{contract.pk}/burndown").status_code == 200
 
 
