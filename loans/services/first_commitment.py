@@ -65,6 +65,9 @@ class FirstAdvice:
     on_demand: Option
     plans: list[Option]
     advised: str  # the option's name
+    # Where the on-demand price came from: "given", "plan" (an offered plan without a
+    # commitment) or "catalogue" (no such plan: the highest overage rate offered, said so).
+    on_demand_from: str = "given"
 
     def as_json(self) -> dict:
         def plain(value):
@@ -120,10 +123,15 @@ def advise(history: History, *, term_months: int, currency: str,
     peak = max(hours)
     plans = list(Plan.objects.filter(is_offered=True, currency=currency).order_by("name"))
     free = next((p for p in plans if p.committed_gpu_hours == 0), None)
-    if on_demand_rate is None and free is None:
-        raise NoOnDemandPrice([_("no offered %(currency)s plan without a commitment gives "
-                                 "the on-demand price") % {"currency": currency}])
-    rate = on_demand_rate if on_demand_rate is not None else free.effective_overage_rate()
+    if on_demand_rate is not None:
+        rate, source = on_demand_rate, "given"
+    elif free is not None:
+        rate, source = free.effective_overage_rate(), "plan"
+    elif plans:  # what using GPUs past any commitment costs here: the dearest overage rate
+        rate, source = max(p.effective_overage_rate() for p in plans), "catalogue"
+    else:
+        raise NoOnDemandPrice([_("no %(currency)s plan is offered to price the on-demand "
+                                 "use") % {"currency": currency}])
     on_demand = Option(ON_DEMAND, Decimal(0), Decimal(0), rate, Decimal(0), None, True,
                        *term_totals(windows, term_months, Decimal(0), Decimal(0), rate,
                                     Decimal(0), currency))
@@ -149,5 +157,5 @@ def advise(history: History, *, term_months: int, currency: str,
         period_usage_p10=round(recommend.quantile(windows, 0.1), 1),
         period_usage_p50=round(recommend.quantile(windows, 0.5), 1),
         period_usage_p90=round(recommend.quantile(windows, 0.9), 1),
-        on_demand=on_demand, plans=options, advised=advised.name)
+        on_demand=on_demand, plans=options, advised=advised.name, on_demand_from=source)
 

@@ -47,12 +47,13 @@ class History:
 
 
 def read_history(text: str, *, zone: tzinfo = UTC, gaps_as_idle: bool = False,
-                 account: str = "") -> History:
-    """`text` as a CSV of `ts,gpus` or as `sacct -P` output (told apart by the header)."""
+                 account: str = "", idle_option: str = "--gaps-as-idle") -> History:
+    """`text` as a CSV of `ts,gpus` or as `sacct -P` output (told apart by the header);
+    `idle_option` is how the caller's reader says "read missing hours as idle"."""
     lines = text.lstrip("\ufeff").splitlines()
     header = lines[0].strip() if lines else ""
     if header.replace(" ", "").lower() == "ts,gpus":
-        return _csv(lines, gaps_as_idle)
+        return _csv(lines, gaps_as_idle, idle_option)
     if header.split("|")[:len(SACCT_COLUMNS)] == list(SACCT_COLUMNS):
         return _sacct(lines, zone, account)
     raise HistoryError([_(
@@ -115,7 +116,7 @@ def _rows(lines: list[str]):
         yield row
 
 
-def _csv(lines: list[str], gaps_as_idle: bool) -> History:
+def _csv(lines: list[str], gaps_as_idle: bool, idle_option: str) -> History:
     usage: dict[datetime, float] = {}
     lines_of: dict[datetime, int] = {}
     problems = []
@@ -158,7 +159,7 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
         lines_of[hour] = number
     if not usage and not problems:
         problems.append(_("the file has no rows after its header"))
-    if problems:
+    if not usage:
         raise HistoryError(_named(problems))
     start, last = min(usage), max(usage)
     if last - start > timedelta(days=MAX_SPAN_DAYS):
@@ -167,15 +168,24 @@ def _csv(lines: list[str], gaps_as_idle: bool) -> History:
     count = int((last - start) / HOUR) + 1
     hours = [usage.get(start + HOUR * k) for k in range(count)]
     gaps = _gaps(start, hours)
-    if gaps and not gaps_as_idle:
-        raise HistoryError(_named([
-            _("no row for %(first)s to %(last)s UTC (%(count)s hours): give them (0 where "
-              "nothing ran), or say they were idle (--gaps-as-idle)")
-            % {"first": f"{a:%Y-%m-%d %H:%M}", "last": f"{b:%Y-%m-%d %H:%M}", "count": n}
-            for a, b, n in gaps]))
+    if gaps and not gaps_as_idle:  # said with the bad rows, all at once
+        problems += [_gap_problem(a, b, n, idle_option) for a, b, n in gaps]
+    if problems:
+        raise HistoryError(_named(problems))
     skipped = [_("%(count)s hours without a row from %(first)s UTC read as idle")
                % {"count": n, "first": f"{a:%Y-%m-%d %H:%M}"} for a, _b, n in gaps]
     return History(start, [h or 0.0 for h in hours], "csv", skipped)
+
+
+def _gap_problem(first: datetime, last: datetime, count: int, idle_option: str) -> str:
+    if count == 1:
+        return _("no row for %(hour)s UTC (1 hour): give it (0 where nothing ran), or read it "
+                 "as idle (%(option)s)") % {"hour": f"{first:%Y-%m-%d %H:%M}",
+                                            "option": idle_option}
+    return _("no row for %(first)s to %(last)s UTC (%(count)s hours): give them (0 where "
+             "nothing ran), or read them as idle (%(option)s)") % {
+        "first": f"{first:%Y-%m-%d %H:%M}", "last": f"{last:%Y-%m-%d %H:%M}",
+        "count": f"{count:,}", "option": idle_option}
 
 
 def _gaps(start: datetime, hours: list[float | None]) -> list[tuple[datetime, datetime, int]]:

@@ -3,6 +3,7 @@ operators (/advise/) and for a tenant's lead (/tenants/<slug>/advise/, linked fr
 page without a contract). The file is read, priced and forgotten; nothing is stored. A
 tenant's page may instead read the tenant's Slurm accounting as imported (`source=slurm`)."""
 
+import secrets
 import time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -34,9 +35,10 @@ class HistoryForm(forms.Form):
     term_months = forms.IntegerField(label=gettext_lazy("Term (months)"), min_value=1,
                                      max_value=120, initial=12)
     on_demand_rate = forms.DecimalField(
-        label=gettext_lazy("On-demand price per GPU-hour"), required=False, min_value=0.0001,
-        max_value=10**6, decimal_places=4, help_text=gettext_lazy(
-            "Where no offered plan without a commitment gives it."))
+        label=gettext_lazy("On-demand price per GPU-hour (optional)"), required=False,
+        min_value=0.0001, max_value=10**6, decimal_places=4, help_text=gettext_lazy(
+            "Empty: an offered plan without a commitment gives it, or else the catalogue's "
+            "highest overage rate (the advice says which)."))
     time_zone = forms.CharField(label=gettext_lazy("Time zone of sacct's times"), max_length=64,
                                 initial=settings.TIME_ZONE)
     account = forms.CharField(label=gettext_lazy("sacct account (empty: all)"), max_length=100,
@@ -94,26 +96,58 @@ def _page(request: HttpRequest, tenant=None) -> HttpResponse:
         return response
     form = HistoryForm(request.POST, request.FILES)
     from_slurm = context["from_slurm"] and request.POST.get("source") == "slurm"
-    form.fields["history"].required = not from_slurm
+    kept = None if "history" in request.FILES else _kept(request)
+    form.fields["history"].required = not (from_slurm or kept)
     context["form"] = form
     if not form.is_valid():
+        _keep(request, context, form.cleaned_data.get("history"), kept)
         return render(request, "loans/advise.html", context, status=400)
     data = form.cleaned_data
+    text = data["history"] or (kept or {}).get("text", "")
     try:
         history = (slurm_history(tenant.pk, timezone.now()) if from_slurm else read_history(
-            data["history"], zone=data["time_zone"], gaps_as_idle=data["gaps_as_idle"],
-            account=data["account"]))
+            text, zone=data["time_zone"], gaps_as_idle=data["gaps_as_idle"],
+            account=data["account"], idle_option=_("tick “Read hours without a row as idle”")))
         result = advise(history, term_months=data["term_months"],
                         currency=settings.DEFAULT_CURRENCY, on_demand_rate=data["on_demand_rate"])
         context.update(result=result, options=[result.on_demand, *result.plans])
     except NoOnDemandPrice as error:
         form.add_error("on_demand_rate", _("%(problem)s: give it here.")
                        % {"problem": error.problems[0]})
+        _keep(request, context, data["history"], kept)
         return render(request, "loans/advise.html", context, status=400)
     except HistoryError as error:
         context["problems"] = error.problems
+        _keep(request, context, data["history"], kept)
         return render(request, "loans/advise.html", context, status=400)
     return render(request, "loans/advise.html", context)
+
+
+KEPT_SECONDS = 3600
+
+
+def _kept(request: HttpRequest) -> dict | None:
+    """The file this user uploaded with a form that was refused, where the form sends its
+    key back without a new file: a browser cannot fill a file field again."""
+    token = request.POST.get("kept", "")
+    if not token or len(token) > 64:
+        return None
+    kept = cache.get(f"advice-file:{request.user.pk}:{token}")
+    return {**kept, "token": token} if isinstance(kept, dict) else None
+
+
+def _keep(request: HttpRequest, context: dict, text: str | None, kept: dict | None) -> None:
+    """Keep an uploaded file for the next try (an hour, for this user only) and say so."""
+    upload = request.FILES.get("history")
+    if text and upload is not None:
+        token = secrets.token_urlsafe(16)
+        kept = {"text": text, "name": upload.name[:200], "token": token}
+        cache.set(f"advice-file:{request.user.pk}:{token}",
+                  {"text": text, "name": kept["name"]}, KEPT_SECONDS)
+    if kept:
+        context["kept"] = {"token": kept["token"], "name": kept["name"]}
+        # ... and the browser may send the form again without a file
+        context["form"].fields["history"].required = False
 
 
 @operator_required

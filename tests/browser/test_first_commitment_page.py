@@ -3,10 +3,12 @@ contract) gives a usage file and reads each plan priced over a term, and a file 
 is answered row by row."""
 
 import re
+from decimal import Decimal
 
 import pytest
 from playwright.sync_api import expect
 
+from loans.models import Plan
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.loans.test_first_commitment import catalogue, hourly_csv  # noqa: F401
 
@@ -41,3 +43,26 @@ def test_a_lead_of_a_tenant_without_a_contract_is_led_to_it(live_server, page, l
     page.click("#first-commitment")
     expect(page).to_have_url(re.compile(r"/zh-hans/tenants/vision/advise/$"))
     expect(page.locator("h1")).to_have_text("首次签约建议")
+
+
+def test_with_no_on_demand_plan_the_defaults_advise_and_a_refused_file_is_kept(
+        live_server, page, operator, tmp_path):
+    """The page's defaults refused every upload where no plan without a commitment was
+    offered, and cleared the chosen file: now on demand is priced at the dearest overage rate
+    (said so), and a file the page refused is used again without choosing it again."""
+    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
+                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
+                        overage_rate=Decimal(15), term_months=12, currency="CNY")
+    gappy = tmp_path / "gappy.csv"
+    gappy.write_text(hourly_csv(24 * 40, skip={30}))
+    log_in(page, live_server.url, "operator", "/en/advise/")
+    page.set_input_files("#id_history", str(gappy))
+    page.click("#advise-form button[type=submit]")
+    expect(page.locator("#history-problems li").first).to_contain_text(
+        "(1 hour): give it (0 where nothing ran), or read it as idle (tick “Read hours "
+        "without a row as idle”)")
+    expect(page.locator("#kept-file")).to_contain_text("Using gappy.csv")
+    page.check("#id_gaps_as_idle")
+    page.click("#advise-form button[type=submit]")  # no file chosen again
+    expect(page.locator("#advice-table tbody tr")).to_have_count(2)
+    expect(page.locator("#on-demand-note")).to_contain_text("15.00 CNY a GPU-hour")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from loans.models import Plan
 from loans.services.history import HistoryError, read_history
+from tests.conftest import make_user
 from tests.tiers import examples
 
 T0 = datetime(2026, 8, 1, tzinfo=UTC)
@@ -56,9 +57,9 @@ def test_hours_a_csv_leaves_out_are_named_unless_said_to_be_idle():
         read_history(text)
     assert error.value.problems == [
         "no row for 2026-08-01 03:00 to 2026-08-01 04:00 UTC (2 hours): give them (0 where "
-        "nothing ran), or say they were idle (--gaps-as-idle)",
-        "no row for 2026-08-01 07:00 to 2026-08-01 07:00 UTC (1 hours): give them (0 where "
-        "nothing ran), or say they were idle (--gaps-as-idle)"]
+        "nothing ran), or read them as idle (--gaps-as-idle)",
+        "no row for 2026-08-01 07:00 UTC (1 hour): give it (0 where nothing ran), or read it "
+        "as idle (--gaps-as-idle)"]
     history = read_history(text, gaps_as_idle=True)
     assert history.hours == [4, 4, 4, 0, 0, 4, 4, 0, 4, 4]
     assert history.skipped[0] == "2 hours without a row from 2026-08-01 03:00 UTC read as idle"
@@ -165,24 +166,54 @@ def test_the_chinese_page_names_the_rows_in_chinese(client, operator, catalogue)
 
 
 
-def test_the_page_asks_for_the_on_demand_price_in_its_own_field(client, operator, db):
-    """Without a plan that gives the on-demand price, the page names its own field, not the
-    command's option."""
+def test_without_an_on_demand_plan_the_page_prices_it_at_the_dearest_overage_and_says_so(
+        client, operator, db):
+    """Every upload was refused with the page's defaults where no plan without a commitment
+    was offered: on demand is now priced at the catalogue's highest overage rate, said with
+    the advice; with no plan at all the page asks for the price in its own field."""
     client.force_login(operator)
     upload = SimpleUploadedFile("month.csv", hourly_csv(800).encode(), "text/csv")
     answer = client.post("/en/advise/", {"history": upload, "time_zone": "UTC",
                                          "term_months": 12})
     assert answer.status_code == 400
-    text = html.unescape(answer.content.decode())
-    assert "--on-demand-rate" not in text
-    errors = answer.context["form"].errors
-    assert errors["on_demand_rate"] == [
-        "no offered CNY plan without a commitment gives the on-demand price: give it here."]
-    upload.seek(0)
-    answer = client.post("/zh-hans/advise/", {"history": upload, "time_zone": "UTC",
-                                              "term_months": 12})
     assert answer.context["form"].errors["on_demand_rate"] == [
-        "没有在售的无承诺 CNY 套餐可给出按需价格：请在此填写。"]
+        "no CNY plan is offered to price the on-demand use: give it here."]
+    assert answer.context["kept"]["name"] == "month.csv"  # the file is not asked for again
+    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
+                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
+                        overage_rate=Decimal("13.5"), term_months=12, currency="CNY")
+    answer = client.post("/en/advise/", {"kept": answer.context["kept"]["token"],
+                                         "time_zone": "UTC", "term_months": 12})
+    assert answer.status_code == 200, answer.context["form"].errors
+    assert answer.context["result"].on_demand.overage_rate == Decimal("13.5")
+    text = html.unescape(answer.content.decode())
+    assert "priced at the catalogue's highest overage rate, 13.50 CNY a GPU-hour" in text
+
+
+def test_a_refused_form_keeps_the_file_and_names_the_pages_own_checkbox(client, operator,
+                                                                       catalogue):
+    """Hours without a row, and bad rows, are said at once; the way out is the page's
+    checkbox, not the command's option; the file is kept for the next try, for its
+    uploader only."""
+    client.force_login(operator)
+    text = hourly_csv(800, skip={5}).replace("2026-08-01T10:00:00+00:00,4.0", "x,4.0")
+    upload = SimpleUploadedFile("gappy.csv", text.encode(), "text/csv")
+    answer = client.post("/en/advise/", {"history": upload, "time_zone": "UTC",
+                                         "term_months": 12})
+    assert answer.status_code == 400
+    problems = answer.context["problems"]
+    assert any(p.startswith("line 11: 'x'") for p in problems)
+    assert any("(1 hour)" in p and "Read hours without a row as idle" in p for p in problems)
+    assert not any("--gaps-as-idle" in p for p in problems)
+    token = answer.context["kept"]["token"]
+    again = client.post("/en/advise/", {"kept": token, "time_zone": "UTC", "term_months": 12,
+                                        "gaps_as_idle": "on"})
+    assert again.status_code == 400 and again.context["kept"]["token"] == token
+    assert not any("hour" in p and "idle" in p for p in again.context["problems"])
+    client.force_login(make_user("someone-else", staff=True))
+    stranger = client.post("/en/advise/", {"kept": token, "time_zone": "UTC",
+                                           "term_months": 12})
+    assert "history" in stranger.context["form"].errors  # not theirs to read
 
 
 jobs = st.lists(st.tuples(st.integers(0, 500 * 60), st.integers(1, 200 * 60),
