@@ -429,3 +429,25 @@ def test_a_contract_posted_with_more_amendment_rows_than_shown_is_not_a_500(clie
     for total in ("3", " 3 "):
         answer = client.post(page, {**data, f"{prefix}-TOTAL_FORMS": total, "status": "bogus"})
         assert answer.status_code == 200
+
+
+def test_the_fleet_pages_link_opens_the_move_with_its_dates(client, operator, fleet):
+    """The link carried its moments raw: the `+08:00` of an offset read as a space, and the
+    form opened with From and Until empty."""
+    client.force_login(operator)
+    with time_machine.travel(MOMENT, tick=False):
+        stray = Gpu.objects.create(uuid="GPU-bbbb", node=Node.objects.create(name="stray"),
+                                   index=0, model="NVIDIA H100 80GB HBM3")
+        hour = floor_hour(timezone.now()) - timedelta(hours=2)
+        UsageSample.objects.create(gpu=stray, ts=hour, tenant=None, interval_s=3600,
+                                   allocated=True, util_pct=10.0)
+        rebuild_rollups(hour, hour + timedelta(hours=1))
+        page = client.get("/en/fleet/").content.decode()
+        found = re.search(r'id="reattribute" href="([^"]+)"', page)
+        assert found, "the fleet page offers to move the unattributed usage"
+        link = html.unescape(found.group(1))
+        assert "+" not in link.split("?", 1)[1]
+        form = client.get(link).context["adminform"].form
+    assert form.initial["scope"] == "unattributed"
+    assert form.initial["end"] == MOMENT.replace(microsecond=0)
+    assert form.initial["end"] - form.initial["start"] >= timedelta(days=28)
