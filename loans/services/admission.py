@@ -24,7 +24,7 @@ minute spends a whole GPU-minute of the budget, more than the ledger bills for i
 """
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from loans.maths import admission
 from loans.models import Contract, policy_of
@@ -35,7 +35,7 @@ from metering.usage.fleet import slurm_accounts
 COMMIT = "gpuloans-commit-"
 OVERAGE = "gpuloans-overage-"
 WAITING = "QOSGrpGRESMinutes"  # the reason of a job pending on a QOS's GPU-minutes
-PRIORITY = {COMMIT: 10, OVERAGE: 0}
+COMMIT_PRIORITY, OVERAGE_PRIORITY = 10, 0  # overage jobs start after committed ones
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,8 @@ def wanted(cluster_id: int, at: datetime) -> list[Wanted]:
             continue
         period, terms = contract.period_at(at), contract.terms_at(at)
         policy, budget = policy_of(contract)
-        out.append(Wanted(account, tenant_id, f"gpuloans period {period.start:%Y-%m-%dT%H:%MZ}",
+        out.append(Wanted(account, tenant_id,
+                          f"gpuloans period {period.start.astimezone(UTC):%Y-%m-%dT%H:%MZ}",
                           admission.budgets(committed_gpu_hours=terms.committed_gpu_hours,
                                             overage_rate=terms.overage_rate, policy=policy,
                                             budget=budget)))
@@ -145,9 +146,10 @@ def plan(wants: list[Wanted], qos: dict[str, Qos], accounts: dict[str, Account]
         new_period = any(qos.get(name) is not None  # sacctmgr keeps it in lower case
                          and qos[name].period.lower() != want.period.lower()
                          for name in (want.commit, want.overage))
-        for name, minutes in ((want.commit, want.limits.commitment_minutes),
-                              (want.overage, want.limits.overage_minutes)):
-            changes += _qos(want, name, minutes, qos.get(name), new_period)
+        for name, minutes, priority in (
+                (want.commit, want.limits.commitment_minutes, COMMIT_PRIORITY),
+                (want.overage, want.limits.overage_minutes, OVERAGE_PRIORITY)):
+            changes += _qos(want, name, minutes, priority, qos.get(name), new_period)
         listed = {want.commit, want.overage} - account.qos
         moved = [job for job, q in account.waiting if q == want.commit]
         spent = bool(moved) and want.overage_allowed and not new_period
@@ -171,11 +173,10 @@ def plan(wants: list[Wanted], qos: dict[str, Qos], accounts: dict[str, Account]
     return changes
 
 
-def _qos(want: Wanted, name: str, minutes: int | None, held: Qos | None,
+def _qos(want: Wanted, name: str, minutes: int | None, priority: int, held: Qos | None,
          new_period: bool) -> list[Change]:
     value = -1 if minutes is None else minutes
-    settings = (f"GrpTRESMins=gres/gpu={value}", "Flags=NoDecay",
-                f"Priority={PRIORITY[name[:len(name) - len(want.account)]]}",
+    settings = (f"GrpTRESMins=gres/gpu={value}", "Flags=NoDecay", f"Priority={priority}",
                 f"Description={want.period}")
     shown = "no limit" if minutes is None else f"{minutes} GPU-minutes"
     if held is None:

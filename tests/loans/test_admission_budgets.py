@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans.maths import admission, billing
+from loans.services.admission import Account, Qos, Wanted, plan
 from tests.tiers import examples
 
 CURRENCIES = ("CNY", "JPY", "KWD", "USD")
@@ -73,3 +74,29 @@ def test_a_policy_that_cannot_be_read_is_refused(policy, budget, message):
     with pytest.raises(ValueError, match=message):
         admission.budgets(committed_gpu_hours=Decimal(1), overage_rate=Decimal(1), policy=policy,
                           budget=budget)
+
+
+def test_the_slurm_plan_adds_resets_and_moves_only_what_it_must():
+    want = Wanted("team-a", 1, "gpuloans period 2026-12-01T00:00Z",
+                  admission.Budgets(commitment_minutes=600, overage_minutes=None))
+    fresh = plan([want], {}, {"team-a": Account(frozenset({"normal"}), "normal", ())})
+    assert [c.what for c in fresh] == [
+        "QOS gpuloans-commit-team-a added: 600 GPU-minutes",
+        "QOS gpuloans-overage-team-a added: no limit",
+        "default QOS normal -> gpuloans-commit-team-a, given gpuloans-commit-team-a, "
+        "gpuloans-overage-team-a"]
+    assert "Flags=NoDecay" in fresh[0].command and "GrpTRESMins=gres/gpu=-1" in fresh[1].command
+    carried = {"gpuloans-commit-team-a": Qos(600, want.period.lower()),
+               "gpuloans-overage-team-a": Qos(None, want.period.lower())}
+    names = frozenset(carried) | {"normal"}
+    assert plan([want], carried, {"team-a": Account(names, "gpuloans-commit-team-a", ())}) == []
+    waiting = Account(names, "gpuloans-commit-team-a", (("41", "gpuloans-commit-team-a"),))
+    assert [c.command for c in plan([want], carried, {"team-a": waiting})][-1] == (
+        "scontrol", "update", "JobId=41", "QOS=gpuloans-overage-team-a")
+    held = Wanted("team-a", 1, want.period, admission.Budgets(600, 0))
+    assert not [c for c in plan([held], {**carried, "gpuloans-overage-team-a": Qos(
+        0, want.period)}, {"team-a": waiting}) if c.command[0] == "scontrol"]
+    later = Wanted("team-a", 1, "gpuloans period 2027-01-01T00:00Z", want.limits)
+    assert [c.what for c in plan([later], carried, {"team-a": waiting})] == [
+        "QOS gpuloans-commit-team-a: use reset for period 2027-01-01T00:00Z",
+        "QOS gpuloans-overage-team-a: use reset for period 2027-01-01T00:00Z"]
