@@ -90,11 +90,14 @@ def burndown(
     usage: dict[datetime, float],
     now: datetime,
     history_start: datetime | None = None,
+    prior: forecast.Spread | None = None,
 ) -> BurnDown:
     """Burn-down of the period [start, end) as seen at `now`.
 
     `usage` maps UTC hour starts to allocated GPU-hours; hours before `start` are history for the
-    trailing rate only. Hours at or after `now` are ignored: they have not happened.
+    trailing rate and the band's calibration only. Hours at or after `now` are ignored: they
+    have not happened. `prior`: the band of a team with too little history of its own (the
+    fleet's, loans.maths.forecast.pooled).
     """
     points = hours_between(start, end) + [end]
     if start < now < end and now not in points:
@@ -116,7 +119,8 @@ def burndown(
     remaining_now = committed - used
     seen = min(now, end)
     per_hour = trailing_rate(usage, seen, history_start or start)
-    spread = forecast.spread_of(forecast.daily_totals(usage, seen, history_start or start))
+    spread = forecast.spread_of(forecast.daily_totals(usage, seen, history_start or start),
+                                prior)
     projected_used = projected_use(start=start, end=end, now=now, used=used,
                                    per_hour=per_hour)
 

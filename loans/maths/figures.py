@@ -19,6 +19,7 @@ from loans.maths.burndown import (
     projected_use,
     trailing_window,
 )
+from loans.maths.forecast import Spread
 
 DAY = timedelta(days=1)
 
@@ -162,6 +163,7 @@ def period_figures(
     now: datetime,
     history_start: datetime | None = None,
     metered: tuple[Decimal, Decimal] | None = None,
+    prior: Spread | None = None,
 ) -> PeriodFigures:
     """Figures of `period` as seen at `now` from hourly usage; hours before the period (from
     `history_start` on, e.g. the contract's start) feed the forecast's trailing rate only.
@@ -180,6 +182,7 @@ def period_figures(
         usage=by_hour,
         now=now,
         history_start=history_start,
+        prior=prior,
     )
     return PeriodFigures(**_glance(period, terms, now, metered, curve.projected_used),
                          burndown=curve, hours=in_period)

@@ -17,8 +17,10 @@ square at horizon h is fitted as
 (day-to-day noise, which adds up like independent days, and a level the next days share, which
 adds up in proportion), with `level` at least a tenth of `iid` (a team's level is never known
 for sure); the band at h days is the forecast -/+ 1.2816 standard deviations, in proportion to
-the trailing rate. A team with under MIN_DAYS days of history gets PRIOR, fitted the same way
-on the pooled errors of the bench's public traces, so that a new team starts honest.
+the trailing rate. A team with under MIN_DAYS days of history gets the fleet's errors pooled
+(`pooled`, from every team with that much history, loans.services.forecasting), or, in a fleet
+of under MIN_TEAMS such teams, PRIOR, fitted the same way on the pooled errors of the bench's
+public traces: a new team starts honest.
 
 COVERAGE is what the bench measured: the share of periods that ended inside the band, by days
 left; the pages say it beside the band.
@@ -35,6 +37,7 @@ LONGEST = 14  # the longest horizon fitted, in days
 CALIBRATION = timedelta(days=56)  # the history the errors are taken from
 MIN_ORIGINS = 5  # rolling origins a horizon needs to count
 MIN_DAYS = WEEK + 5  # days of history before a team's own errors are used
+MIN_TEAMS = 3  # teams with that much history before the fleet's pooled errors replace PRIOR
 LEAST_LEVEL = 0.1  # level >= LEAST_LEVEL x iid
 
 
@@ -111,20 +114,40 @@ def errors(days: list[float], horizon: int) -> list[float]:
     return out
 
 
-def spread_of(days: list[float]) -> Spread:
-    """The team's spread from its daily totals (daily_totals), or PRIOR where it has under
-    MIN_DAYS days."""
+def spread_of(days: list[float], prior: Spread | None = None) -> Spread:
+    """The team's spread from its daily totals (daily_totals), or `prior` (PRIOR when None:
+    the pooled spread of the fleet, loans.services.forecasting) where it has under MIN_DAYS
+    days."""
+    prior = prior or PRIOR
     if len(days) < MIN_DAYS:
-        return PRIOR
-    rows = []
-    for horizon in range(1, LONGEST + 1):
-        found = errors(days, horizon)
-        if len(found) >= MIN_ORIGINS:
-            rows.append((horizon, sum(e * e for e in found) / len(found), len(found)))
+        return prior
+    rows = _mean_squares([days])
     if not rows:
-        return PRIOR
+        return prior
     measured = dict.fromkeys(range(1, LONGEST + 1), 0.0) | {h: v for h, v, _n in rows}
     return dataclasses.replace(fitted(rows), measured=tuple(measured.values()))
+
+
+def pooled(teams: list[list[float]]) -> Spread | None:
+    """The spread of many teams' errors pooled, horizon by horizon (each team's daily totals,
+    oldest first): what a team without history of its own starts with. None where fewer than
+    MIN_TEAMS teams have MIN_DAYS days."""
+    usable = [days for days in teams if len(days) >= MIN_DAYS and any(days)]
+    if len(usable) < MIN_TEAMS:
+        return None
+    rows = _mean_squares(usable)
+    return dataclasses.replace(fitted(rows), own=False) if rows else None
+
+
+def _mean_squares(series: list[list[float]]) -> list[tuple[int, float, int]]:
+    """(horizon, mean square error, origins) over every series' rolling origins, for each
+    horizon with MIN_ORIGINS of them."""
+    rows = []
+    for horizon in range(1, LONGEST + 1):
+        found = [e for days in series for e in errors(days, horizon)]
+        if len(found) >= MIN_ORIGINS:
+            rows.append((horizon, sum(e * e for e in found) / len(found), len(found)))
+    return rows
 
 
 def fitted(rows: list[tuple[int, float, int]]) -> Spread:

@@ -15,7 +15,7 @@ from loans.maths.burndown import TRAILING_WINDOW, trailing_window
 from loans.maths.figures import PeriodFigures, PeriodGlance, period_figures, period_glance
 from loans.maths.forecast import CALIBRATION
 from loans.models import Contract, Tenant
-from loans.services import ledger
+from loans.services import forecasting, ledger
 from metering import usage
 
 
@@ -78,6 +78,7 @@ def _figures(contract, period, now, entry, hours: list[usage.Hour]) -> PeriodFig
     return period_figures(
         period=period, terms=entry.terms, usage=hours, now=now,
         history_start=contract.periods()[0].start, metered=(entry.metered, entry.busy),
+        prior=forecasting.fleet_prior(now),
     )
 
 

@@ -116,6 +116,23 @@ def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[
     return hours
 
 
+def daily_allocated(start: datetime, end: datetime) -> dict[int, list[float]]:
+    """Each tenant's allocated GPU-hours in each UTC day from `start` to `end` (midnights),
+    oldest first, zeros where it held nothing; tenants that held nothing then left out (the
+    burn-down's band is pooled from them: loans.services.forecasting)."""
+    days = int((end - start) / timedelta(days=1))
+    out: dict[int, list[float]] = {}
+    rows = (TenantHour.objects.filter(tenant__isnull=False, hour__gte=start, hour__lt=end)
+            .annotate(day=TruncDate("hour", tzinfo=UTC)).values("tenant_id", "day")
+            .annotate(allocated=Sum("allocated_gpu_s")).values_list("tenant_id", "day",
+                                                                    "allocated"))
+    for tenant_id, day, allocated in rows:
+        k = (day - start.date()).days
+        if 0 <= k < days:
+            out.setdefault(tenant_id, [0.0] * days)[k] += (allocated or 0.0) / 3600
+    return out
+
+
 Span = tuple[int, datetime, datetime]  # a tenant, and [start, end)
 
 

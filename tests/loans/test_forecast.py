@@ -5,10 +5,14 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans.maths import forecast
+from loans.models import Tenant
+from loans.services.forecasting import fleet_prior
+from metering.models import TenantHour
 from tests.tiers import examples
 
 HISTORY, LONGEST = 42, 28
@@ -98,3 +102,35 @@ def test_daily_totals_are_whole_days_back_from_now_within_the_calibration_window
                                                   (0.5, forecast.COVERAGE[2][1])])
 def test_the_measured_coverage_is_read_by_days_left(days_left, share):
     assert forecast.coverage(days_left) == share
+
+
+def test_the_fleets_errors_pooled_start_a_team_without_history():
+    rng = random.Random(5)
+    teams = [[rng.gauss(100, 30) for _ in range(40)] for _ in range(forecast.MIN_TEAMS)]
+    fleet = forecast.pooled(teams)
+    assert fleet is not None and not fleet.own and fleet != forecast.PRIOR
+    assert forecast.spread_of([50.0] * 3, fleet) == fleet  # three days: the fleet's
+    assert forecast.pooled(teams[:-1]) is None  # too few teams to pool: PRIOR stays
+    assert forecast.pooled([[0.0] * 40] * 5) is None  # teams that used nothing tell nothing
+
+
+def test_the_fleet_prior_is_read_from_every_tenants_days_once_a_day(db,
+                                                                    django_assert_num_queries):
+    now = datetime(2026, 12, 4, 9, tzinfo=UTC)
+    midnight = now.replace(hour=0)
+    rng = random.Random(8)
+    rows = []
+    for k in range(forecast.MIN_TEAMS):
+        tenant = Tenant.objects.create(slug=f"t{k}", name=f"T{k}")
+        for day in range(30):
+            level = rng.gauss(100, 25) * 3600 / 24
+            rows += [TenantHour(tenant=tenant,
+                                hour=midnight - timedelta(days=30 - day) + timedelta(hours=h),
+                                allocated_gpu_s=level, busy_gpu_s=0, peak_gpus=1,
+                                sample_count=1) for h in range(24)]
+    TenantHour.objects.bulk_create(rows)
+    cache.clear()
+    spread = fleet_prior(now)
+    assert not spread.own and spread != forecast.PRIOR
+    with django_assert_num_queries(0):  # cached for the day
+        assert fleet_prior(now + timedelta(hours=3)) == spread
