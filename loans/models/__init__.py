@@ -2,7 +2,7 @@
 their correction lines, alerts, recommendations, API tokens, jobs waiting for the broker and
 the changes made to Slurm's limits."""
 
-from loans.models.admission import OveragePolicy, policy_of
+from loans.models.admission import OveragePolicy, policies_of, policy_of
 from loans.models.alerts import Alert
 from loans.models.amendments import Amendment
 from loans.models.bursts import BurstEvent, BurstRequest
@@ -28,7 +28,7 @@ from loans.models.tokens import ApiToken
 __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
     "BurstRequest", "Contract", "CorrectionLine", "Membership", "OveragePolicy", "PendingTask",
-    "Plan", "policy_of",
+    "Plan", "policies_of", "policy_of",
     "Recommendation", "SlurmLimitChange", "Statement", "Tenant", "Terms", "currency_validator",
     "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

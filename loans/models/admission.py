@@ -51,3 +51,12 @@ def policy_of(contract: Contract) -> tuple[str, Decimal | None]:
     """The policy in force: the latest set, or allow (today's behaviour) where none was."""
     latest = contract.overage_policies.order_by("-set_at", "-pk").first()
     return (latest.kind, latest.budget) if latest else (OveragePolicy.Kind.ALLOW, None)
+
+
+def policies_of(contract_ids: list[int]) -> dict[int, tuple[str, Decimal | None]]:
+    """policy_of for many contracts, in one query; allow where none was set."""
+    out: dict[int, tuple[str, Decimal | None]] = {}
+    for policy in OveragePolicy.objects.filter(contract_id__in=contract_ids).order_by(
+            "contract_id", "-set_at", "-pk"):
+        out.setdefault(policy.contract_id, (policy.kind, policy.budget))
+    return {pk: out.get(pk, (OveragePolicy.Kind.ALLOW, None)) for pk in contract_ids}

@@ -32,8 +32,17 @@ from loans.access import (
     tenant_for_user,
     tenants_for,
 )
+from loans.maths import admission
 from loans.maths.billing import Period
-from loans.models import Alert, BurstRequest, Contract, OveragePolicy, Recommendation, Tenant
+from loans.models import (
+    Alert,
+    BurstRequest,
+    Contract,
+    OveragePolicy,
+    Recommendation,
+    Tenant,
+    policies_of,
+)
 from loans.services import charts, dashboard, ledger, overage
 from loans.services import fleet_status as fleet
 from loans.web.bursts import form_for as burst_form_for
@@ -343,8 +352,9 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
     sort, descending = _fleet_sort(request)
     seen = fleet.overview(now, sort, descending, POOL_AHEAD)
     month_ago = now - timedelta(days=30)
+    page = Paginator(seen.statuses, FLEET_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "loans/fleet.html", {
-        "page": Paginator(seen.statuses, FLEET_PAGE_SIZE).get_page(request.GET.get("page")),
+        "page": page, "rows": _with_admission(page.object_list),
         "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
         "fleet_query": urlencode({"sort": sort, "dir": "desc" if descending else "asc"}) + "&",
         "capacity": seen.capacity, "whole": seen.whole,
@@ -359,6 +369,20 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
         "mismatch_percent": settings.SLURM_MISMATCH_PERCENT,
         "month_ago": month_ago, "now": now,
     })
+
+
+def _with_admission(statuses) -> list[tuple]:
+    """Each contract's row with its overage policy and where its period stands against it
+    (open, overage, held), from the figures the row shows: one query for the policies."""
+    policies = policies_of([s.contract.pk for s in statuses])
+    rows = []
+    for s in statuses:
+        kind, budget = policies[s.contract.pk]
+        f = s.figures
+        rows.append((s, kind, admission.state(
+            used_gpu_hours=f.used_gpu_hours, committed_gpu_hours=f.committed_gpu_hours,
+            overage_cost=f.cost_so_far.overage_cost, policy=kind, budget=budget)))
+    return rows
 
 
 @operator_required

@@ -5,6 +5,7 @@ GPU-hours said beside it. Bad input gets a precise 400, never a 500."""
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from loans.models import Membership, OveragePolicy, policy_of
 from tests.conftest import make_user
@@ -86,3 +87,12 @@ def test_the_tenant_page_says_the_policy_and_its_lead_sets_it_there(client, lead
     assert "Set by lead" in html
     zh = client.get("/zh-hans/tenants/vision/").content.decode()
     assert "超额策略" in zh
+
+
+def test_the_fleet_page_says_each_contracts_policy_and_whether_it_is_held(client, operator,
+                                                                         contract):
+    client.force_login(operator)
+    OveragePolicy.objects.create(contract=contract, kind="hold", set_at=timezone.now())
+    page = client.get("/en/fleet/").content.decode()
+    assert 'data-tenant="vision" data-admission="open"' in page
+    assert "holds at the commitment" in page
