@@ -1,7 +1,7 @@
 """The pages: a team lead's tenant page, the operators' fleet page, their CSV exports."""
 
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from functools import wraps
 from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
@@ -32,7 +32,7 @@ from loans.access import (
     tenant_for_user,
     tenants_for,
 )
-from loans.maths import admission
+from loans.maths import admission, billing
 from loans.maths.billing import Period
 from loans.models import (
     Alert,
@@ -319,18 +319,35 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
         "billed_so_far", "currency", "completeness", "data_from",
     ])
     for row in ledger.read(contract, timezone.now()).entries:
-        cost = row.cost
+        cost, currency = row.cost, row.terms.currency
         writer.writerow([
             row.period.index + 1, row.period.start.astimezone(zone).isoformat(),
-            row.period.end.astimezone(zone).isoformat(), row.state, row.committed_gpu_hours,
-            row.used_gpu_hours, row.busy_gpu_hours, row.corrected_gpu_hours,
-            cost.overage_gpu_hours, cost.unused_gpu_hours, row.terms.committed_rate,
-            row.terms.overage_rate, cost.committed_cost, cost.overage_cost, cost.total,
-            row.billed_money, row.terms.currency,
-            "" if row.completeness is None else row.completeness,
+            row.period.end.astimezone(zone).isoformat(), CSV_STATES[row.state],
+            *(_fixed(h, GPU_HOURS_PLACES) for h in (
+                row.committed_gpu_hours, row.used_gpu_hours, row.busy_gpu_hours,
+                row.corrected_gpu_hours, cost.overage_gpu_hours, cost.unused_gpu_hours)),
+            _fixed(row.terms.committed_rate, RATE_PLACES),
+            _fixed(row.terms.overage_rate, RATE_PLACES),
+            *(_fixed(m, -billing.minor_unit(currency).as_tuple().exponent) for m in (
+                cost.committed_cost, cost.overage_cost, cost.total, row.billed_money)),
+            currency, "" if row.completeness is None else _fixed(row.completeness, 3),
             "" if row.data_from is None else row.data_from.astimezone(zone).isoformat(),
         ])
     return response
+
+
+# The periods export in the page's words and to the page's precision, one per column.
+CSV_STATES = {"closed": "stated", "ended": "awaiting statement", "open": "open"}
+GPU_HOURS_PLACES, RATE_PLACES = 1, 4
+
+
+def _fixed(value, places: int) -> str:
+    """A number with exactly `places` decimals (half up), never in exponent form; empty for
+    none."""
+    if value is None or value == "":
+        return ""
+    step = Decimal(1).scaleb(-places)
+    return f"{Decimal(str(value)).quantize(step, rounding=ROUND_HALF_UP):f}"
 
 
 def _fleet_sort(request: HttpRequest) -> tuple[str, bool]:

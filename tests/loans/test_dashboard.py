@@ -162,9 +162,17 @@ def test_the_periods_export_as_csv(client, lead, contract, metered):
     assert [r["period"] for r in rows] == ["1", "2"]
     want = expected(contract, 0)
     assert rows[0]["start"] == "2026-11-01T00:00:00+08:00"
-    assert Decimal(rows[0]["allocated_gpu_hours"]) == want.used_gpu_hours
+    assert Decimal(rows[0]["allocated_gpu_hours"]) == want.used_gpu_hours.quantize(
+        Decimal("0.1"))
     assert Decimal(rows[0]["total_cost"]) == want.cost_so_far.total
-    assert rows[0]["state"] == "ended" and rows[1]["state"] == "open"
+    # In the page's words, and each column to one precision (it mixed 0, 0.000000, 1808.000000)
+    assert rows[0]["state"] == "awaiting statement" and rows[1]["state"] == "open"
+    for row in rows:
+        assert all(len(row[c].split(".")[1]) == 1 for c in (
+            "committed_gpu_hours", "allocated_gpu_hours", "busy_gpu_hours",
+            "overage_gpu_hours", "unused_gpu_hours"))
+        assert all(len(row[c].split(".")[1]) == 2 for c in ("committed_cost", "total_cost"))
+        assert len(row["overage_rate"].split(".")[1]) == 4
 
 
 def test_the_burn_down_api_serves_the_page_s_figures(client, lead, contract, metered):
