@@ -141,7 +141,7 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     book = ledger.read(contract, now)
     context.update(_contract_context(request, tenant, contract, book, choice, now))
     if choice == dashboard.WHOLE_CONTRACT:
-        context.update(_whole_contract(book.entries, contract.zone))
+        context.update(_whole_contract(contract, book.entries))
     elif choice is not None:
         context.update(_period(contract, book, choice, now))
     return render(request, "loans/tenant.html", context)
@@ -188,8 +188,18 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
     }
 
 
-def _whole_contract(rows, zone) -> dict:
-    return {"totals": ledger.totals(rows), "charts": {"periods": charts.periods_figure(rows, zone)}}
+def _whole_contract(contract: Contract, rows) -> dict:
+    """The contract so far: its periods' sums, with the unused hours of ended periods apart
+    from those the open period still has, and the commitment of the whole term beside the one
+    to date."""
+    totals = ledger.totals(rows)
+    ended = [r for r in rows if r.state != "open"]
+    totals["unused_ended_gpu_hours"] = ledger.totals(ended)["unused_gpu_hours"]
+    totals["left_open_gpu_hours"] = totals["unused_gpu_hours"] - totals["unused_ended_gpu_hours"]
+    totals["term_committed_gpu_hours"] = sum(
+        (contract.terms_for(p.index).committed_gpu_hours for p in contract.periods()),
+        Decimal(0))
+    return {"totals": totals, "charts": {"periods": charts.periods_figure(rows, contract.zone)}}
 
 
 def _period(contract: Contract, book, period: Period, now) -> dict:

@@ -127,6 +127,14 @@ def test_the_whole_contract_view_adds_up_its_periods(client, lead, contract, met
     assert [r.state for r in rows] == ["ended", "open"]
     assert totals["used_gpu_hours"] == sum(r.used_gpu_hours for r in rows)
     assert totals["cost"] == sum(r.cost.total for r in rows)
+    # To date against the whole term; the ended periods' unused hours apart from the hours
+    # the open period still has (they were one "Unused" figure).
+    assert totals["term_committed_gpu_hours"] == 12 * contract.terms_for(0).committed_gpu_hours
+    assert totals["unused_ended_gpu_hours"] == rows[0].cost.unused_gpu_hours
+    assert totals["left_open_gpu_hours"] == rows[1].cost.unused_gpu_hours
+    html = response.content.decode()
+    assert "Committed to date" in html and "for the whole term" in html
+    assert "Unused in ended periods" in html and "Still left in the open period" in html
     chart = response.context["charts"]["periods"]
     assert [t["name"] for t in chart["data"]] == ["Committed", "Allocated", "Busy"]
     assert chart["data"][1]["y"] == [float(r.used_gpu_hours) for r in rows]
