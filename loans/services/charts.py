@@ -67,9 +67,13 @@ def burndown_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
     values = [v for series in (curve.remaining, curve.forecast_p10, curve.ideal)
               for v in series if v is not None]
     bottom = min([0.0, *values])
-    data = [
-        {"type": "scatter", "mode": "lines", "name": _("Ideal"), "x": x,
-         "y": [_r(v) for v in curve.ideal], "line": {"color": COLOURS["ideal"], "dash": "dot"}},
+    ideal = {"type": "scatter", "mode": "lines", "name": _("Ideal"), "x": x,
+             "y": [_r(v) for v in curve.ideal], "line": {"color": COLOURS["ideal"],
+                                                          "dash": "dot"}}
+    remaining = {"type": "scatter", "mode": "lines", "name": _("Remaining"), "x": x,
+                 "y": [_r(v) for v in curve.remaining],
+                 "line": {"color": COLOURS["remaining"], "width": 3}}
+    forecast = [
         {"type": "scatter", "mode": "lines", "name": _("Forecast P10"), "x": x,
          "y": [_r(v) for v in curve.forecast_p10], "line": {"width": 0},
          "showlegend": False, "hoverinfo": "skip"},
@@ -79,10 +83,10 @@ def burndown_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
         {"type": "scatter", "mode": "lines", "name": _("Forecast"), "x": x,
          "y": [_r(v) for v in curve.forecast],
          "line": {"color": COLOURS["forecast"], "dash": "dash"}},
-        {"type": "scatter", "mode": "lines", "name": _("Remaining"), "x": x,
-         "y": [_r(v) for v in curve.remaining], "line": {"color": COLOURS["remaining"],
-                                                         "width": 3}},
     ]
+    # An ended period has nothing left to forecast: its legend lists no forecast.
+    ahead = figures.now < figures.period.end
+    data = [ideal, *(forecast if ahead else []), remaining]
     shapes = []
     if bottom < 0:
         shapes.append({

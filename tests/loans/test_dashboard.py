@@ -75,6 +75,8 @@ def test_the_burn_down_chart_carries_remaining_ideal_forecast_and_its_band(
                                          for v in want.remaining]
     assert by_name["Ideal"]["y"][0] == 1000.0 and by_name["Ideal"]["y"][-1] == 0.0
     assert by_name["Forecast P10–P90"]["fill"] == "tonexty"
+    ended = page(client, lead, "?period=1").context["charts"]["burndown"]
+    assert [t["name"] for t in ended["data"]] == ["Ideal", "Remaining"]  # nothing to forecast
     assert len(by_name["Remaining"]["x"]) == len(want.points)
     # Times are the contract's wall clock: the period starts at local midnight.
     assert by_name["Remaining"]["x"][0] == "2026-12-01 00:00"
