@@ -443,6 +443,9 @@ def test_the_fleet_pages_link_opens_the_move_with_its_dates(client, operator, fl
                                    allocated=True, util_pct=10.0)
         rebuild_rollups(hour, hour + timedelta(hours=1))
         page = client.get("/en/fleet/").content.decode()
+        # Whole GPUs as whole numbers beside the guaranteed ones (it said "8.0" beside "4")
+        [physical] = re.findall(r'HBM3</td><td class="num">([^<]*)</td>', page)
+        assert "." not in physical
         found = re.search(r'id="reattribute" href="([^"]+)"', page)
         assert found, "the fleet page offers to move the unattributed usage"
         link = html.unescape(found.group(1))

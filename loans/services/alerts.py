@@ -149,12 +149,20 @@ def node_conditions(now: datetime) -> list[Condition]:
     silent_after = timedelta(seconds=settings.NODE_SILENT_AFTER_SECONDS)
     out = []
     for node in fleet.silent_nodes(now - silent_after):
-        minutes = (now - node.last_seen_at).total_seconds() / 60
-        wording = worded(gettext_noop(
-            "Node %(node)s has sent nothing for %(minutes).0f minutes; its GPUs' usage is not "
-            "being metered."), {"node": node.name, "minutes": minutes})
+        if node.last_seen_at is None:  # registered, never heard from: is its agent running?
+            wording = worded(gettext_noop(
+                "Node %(node)s was registered on %(registered)s UTC and has never sent a "
+                "sample: check that its agent runs with its token."), {
+                    "node": node.name, "registered": f"{node.created_at:%Y-%m-%d %H:%M}"})
+            details = {"last_seen_at": None, "registered_at": node.created_at.isoformat()}
+        else:
+            minutes = (now - node.last_seen_at).total_seconds() / 60
+            wording = worded(gettext_noop(
+                "Node %(node)s has sent nothing for %(minutes).0f minutes; its GPUs' usage is "
+                "not being metered."), {"node": node.name, "minutes": minutes})
+            details = {"last_seen_at": node.last_seen_at.isoformat()}
         out.append(Condition(Kind.NODE_SILENT, f"node:{node.name}", node.default_tenant_id,
-                             wording, {"last_seen_at": node.last_seen_at.isoformat()}))
+                             wording, details))
     return out
 
 

@@ -5,7 +5,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import Coalesce
 
 from metering.models import (
@@ -206,8 +206,10 @@ def holder_label(owner: Owner) -> str:
 
 
 def silent_nodes(since: datetime) -> list[Node]:
-    """Nodes whose last batch came before `since`."""
-    return list(Node.objects.filter(last_seen_at__lt=since))
+    """Nodes whose last batch came before `since`, and nodes registered before it that never
+    sent one (last_seen_at None)."""
+    return list(Node.objects.filter(Q(last_seen_at__lt=since)
+                                    | Q(last_seen_at__isnull=True, created_at__lt=since)))
 
 
 def recent_refusals(since: datetime) -> list[DeviceRefusal]:

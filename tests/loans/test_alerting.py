@@ -18,7 +18,7 @@ from config.celery import app
 from loans.models import Alert, Amendment, Contract, OveragePolicy
 from loans.services.alerts import evaluate_alerts
 from loans.tasks import check_alerts
-from metering.models import Gpu
+from metering.models import Gpu, Node
 from tests.story import NOW
 
 
@@ -165,6 +165,19 @@ def test_a_silent_node_is_reported_and_cleared_when_it_speaks(client, contract, 
                                 "interval_s": 60, "allocated": False}])
         run = evaluate_alerts(later)
     assert alert.pk in [a.pk for a in run.resolved]
+
+
+def test_a_registered_node_that_never_reports_is_an_alert(client, settings, db):
+    """A node registered and then never heard from raised nothing: its agent may not run."""
+    settings.NODE_SILENT_AFTER_SECONDS = 180
+    with time_machine.travel(NOW, tick=False):
+        node = Node.objects.create(name="gpu-node-09")
+    evaluate_alerts(NOW + timedelta(minutes=2))
+    assert not Alert.objects.filter(kind="node_silent").exists()  # just registered
+    evaluate_alerts(NOW + timedelta(minutes=10))
+    alert = Alert.objects.get(kind="node_silent")
+    assert alert.subject == "node:gpu-node-09" and "has never sent a sample" in alert.message
+    assert alert.details["registered_at"] == node.created_at.isoformat()
 
 
 def test_a_gpu_that_went_dark_lowers_completeness_below_99_percent(client, contract, metered):
