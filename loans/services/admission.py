@@ -43,7 +43,7 @@ class Wanted:
     account: str
     tenant_id: int
     period: str  # the period the QOS count, as their Description says it
-    limits: admission.Budgets
+    limits: admission.Budgets | None  # None: no contract runs, the QOS are taken away
 
     @property
     def commit(self) -> str:
@@ -55,7 +55,7 @@ class Wanted:
 
     @property
     def overage_allowed(self) -> bool:
-        return self.limits.overage_minutes != 0
+        return self.limits is not None and self.limits.overage_minutes != 0
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,8 @@ def wanted(cluster_id: int, at: datetime) -> list[Wanted]:
     out = []
     for tenant_id, account in slurm_accounts(cluster_id):
         contract = contracts.get(tenant_id)
-        if contract is None:
+        if contract is None:  # ended (or not begun): what gpuloans set is taken away
+            out.append(Wanted(account, tenant_id, "", None))
             continue
         period, terms = contract.period_at(at), contract.terms_at(at)
         policy, budget = policy_of(contract)
@@ -143,6 +144,9 @@ def plan(wants: list[Wanted], qos: dict[str, Qos], accounts: dict[str, Account]
         account = accounts.get(want.account)
         if account is None:
             continue  # slurm_limits says what is missing
+        if want.limits is None:
+            changes += _taken_away(want, qos, account)
+            continue
         new_period = any(qos.get(name) is not None  # sacctmgr keeps it in lower case
                          and qos[name].period.lower() != want.period.lower()
                          for name in (want.commit, want.overage))
@@ -170,6 +174,26 @@ def plan(wants: list[Wanted], qos: dict[str, Qos], accounts: dict[str, Account]
         if new_period:
             changes += [_move(want, job, want.commit, "a new period")
                         for job, q in account.waiting if q == want.overage]
+    return changes
+
+
+def _taken_away(want: Wanted, qos: dict[str, Qos], account: Account) -> list[Change]:
+    """No contract runs for the account: its jobs waiting in our QOS go back to Slurm's
+    `normal`, which is its default again, and our QOS are removed from it and deleted."""
+    ours = {want.commit, want.overage}
+    changes = [Change(want.account, want.tenant_id, f"job {job} moved to normal: no contract",
+                      ("scontrol", "update", f"JobId={job}", "QOS=normal"))
+               for job, q in account.waiting if q in ours]
+    listed = sorted(ours & account.qos)
+    if listed or account.default in ours:
+        changes.append(Change(
+            want.account, want.tenant_id, f"no contract: {', '.join(listed) or 'none'} taken "
+            f"back, default QOS {account.default or 'none'} -> normal",
+            ("sacctmgr", "-i", "modify", "account", "where", f"name={want.account}", "set",
+             *([f"QOS-={','.join(listed)}"] if listed else []), "DefaultQOS=normal")))
+    changes += [Change(want.account, want.tenant_id, f"QOS {name} removed: no contract",
+                       ("sacctmgr", "-i", "delete", "qos", name))
+                for name in sorted(ours) if name in qos]
     return changes
 
 

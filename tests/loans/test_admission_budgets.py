@@ -100,3 +100,18 @@ def test_the_slurm_plan_adds_resets_and_moves_only_what_it_must():
     assert [c.what for c in plan([later], carried, {"team-a": waiting})] == [
         "QOS gpuloans-commit-team-a: use reset for period 2027-01-01T00:00Z",
         "QOS gpuloans-overage-team-a: use reset for period 2027-01-01T00:00Z"]
+
+
+def test_without_a_contract_the_plan_takes_back_only_what_gpuloans_set():
+    ended = Wanted("team-a", 1, "", None)
+    ours = {"gpuloans-commit-team-a": Qos(600, "x"), "gpuloans-overage-team-a": Qos(None, "x")}
+    account = Account(frozenset(ours) | {"normal", "by-hand"}, "gpuloans-overage-team-a",
+                      (("7", "gpuloans-overage-team-a"),))
+    assert [c.command for c in plan([ended], ours, {"team-a": account})] == [
+        ("scontrol", "update", "JobId=7", "QOS=normal"),
+        ("sacctmgr", "-i", "modify", "account", "where", "name=team-a", "set",
+         "QOS-=gpuloans-commit-team-a,gpuloans-overage-team-a", "DefaultQOS=normal"),
+        ("sacctmgr", "-i", "delete", "qos", "gpuloans-commit-team-a"),
+        ("sacctmgr", "-i", "delete", "qos", "gpuloans-overage-team-a")]
+    untouched = Account(frozenset({"normal", "by-hand"}), "by-hand", ())
+    assert plan([ended], {}, {"team-a": untouched}) == []  # nothing of ours: nothing changed

@@ -106,6 +106,14 @@ def test_on_hold_the_job_past_the_commitment_pends_until_the_policy_allows_overa
     changes = [c.what for c in apply(cluster, later)]
     assert any(w.startswith(f"QOS {COMMIT}: use reset") for w in changes)
     assert default_qos(slurm) == COMMIT
+
+    # Past the contract's end: what gpuloans set is taken away.
+    slurm.cancel_all()
+    after = contract.periods()[-1].end + timedelta(days=1)
+    apply(cluster, after)
+    assert default_qos(slurm) == "normal"
+    names = slurm.command("sacctmgr", "-n", "-P", "show", "qos", "format=Name").stdout.split()
+    assert COMMIT not in names and OVERAGE not in names
     assert SlurmLimitChange.objects.filter(succeeded=False).count() == 0
 
 
