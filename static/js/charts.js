@@ -5,6 +5,8 @@
   var config = { displaylogo: false, responsive: true };
 
   function draw(element, figure) {
+    if (!window.Plotly) { return; }  // not (yet) loaded: the box keeps saying so
+    element.innerHTML = "";  // the "loading" note the page shows until the chart is drawn
     window.Plotly.newPlot(element, figure.data, figure.layout, config);
   }
 
