@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from loans.maths import admission
-from loans.models import Contract, policy_of
-from loans.services.slurm_commands import Change, Run, run_slurm, sacctmgr, slurm
+from loans.models import policy_of
+from loans.services.slurm_commands import Change, Run, accounts_at, run_slurm, sacctmgr, slurm
 from metering.schedulers.slurm.sacct import gpu_count
-from metering.usage.fleet import slurm_accounts
 
 COMMIT = "gpuloans-commit-"
 OVERAGE = "gpuloans-overage-"
@@ -73,14 +72,8 @@ class Account:
 
 def wanted(cluster_id: int, at: datetime) -> list[Wanted]:
     """The budgets each account with a contract running at `at` should carry."""
-    contracts = {}
-    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
-            "plan"):
-        if contract.period_at(at) is not None:
-            contracts[contract.tenant_id] = contract
     out = []
-    for tenant_id, account in slurm_accounts(cluster_id):
-        contract = contracts.get(tenant_id)
+    for tenant_id, account, contract in accounts_at(cluster_id, at):
         if contract is None:  # ended (or not begun): what gpuloans set is taken away
             out.append(Wanted(account, tenant_id, "", None))
             continue

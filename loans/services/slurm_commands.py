@@ -4,6 +4,10 @@ their failures as LimitsError, and one change to make, for people and for the lo
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+
+from loans.models import Contract
+from metering.usage.fleet import slurm_accounts
 
 TIMEOUT_S = 60
 Run = Callable[[list[str]], subprocess.CompletedProcess]
@@ -40,3 +44,15 @@ def slurm(run: Run, *command: str) -> str:
 
 def sacctmgr(run: Run, *args: str) -> str:
     return slurm(run, "sacctmgr", *args)
+
+
+def accounts_at(cluster_id: int, at: datetime) -> list[tuple[int, str, Contract | None]]:
+    """(tenant id, Slurm account, the tenant's contract running at `at` or None) for each
+    account rule of the cluster: what both the quota limits and the budgets are made from."""
+    running: dict[int, Contract] = {}
+    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
+            "plan"):
+        if contract.period_at(at) is not None:
+            running[contract.tenant_id] = contract
+    return [(tenant_id, account, running.get(tenant_id))
+            for tenant_id, account in slurm_accounts(cluster_id)]

@@ -18,12 +18,19 @@ from datetime import datetime
 
 from django.conf import settings
 
-from loans.models import Contract, SlurmLimitChange
+from loans.models import SlurmLimitChange
 from loans.services import admission as budgets
 from loans.services import bursts
-from loans.services.slurm_commands import Change, LimitsError, Run, run_slurm, sacctmgr, slurm
+from loans.services.slurm_commands import (
+    Change,
+    LimitsError,
+    Run,
+    accounts_at,
+    run_slurm,
+    sacctmgr,
+    slurm,
+)
 from metering.schedulers.slurm.sacct import gpu_count
-from metering.usage.fleet import slurm_accounts
 
 QOS_PREFIX = "gpuloans-burst-"
 @dataclass(frozen=True)
@@ -48,14 +55,8 @@ class Carried:
 
 def wanted(cluster_id: int, at: datetime) -> list[Wanted]:
     """What each tenant's account in the cluster should carry at `at`."""
-    contracts: dict[int, Contract] = {}
-    for contract in Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
-            "plan"):
-        if contract.period_at(at) is not None:
-            contracts[contract.tenant_id] = contract
     out = []
-    for tenant_id, account in slurm_accounts(cluster_id):
-        contract = contracts.get(tenant_id)
+    for tenant_id, account, contract in accounts_at(cluster_id, at):
         if contract is None:
             out.append(Wanted(account, tenant_id, None, 0))
             continue
