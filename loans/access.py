@@ -28,6 +28,16 @@ def tenant_for_user(user, slug: str) -> Tenant:
     return tenant
 
 
+def tenant_contract_for_user(user, slug: str, contract_id: int) -> tuple[Tenant, Contract]:
+    """A tenant this user may see and one of its contracts (the page forms' target); 404
+    otherwise."""
+    tenant = tenant_for_user(user, slug)
+    contract = tenant.contracts.filter(pk=contract_id).first()
+    if contract is None:
+        raise Http404(_("This tenant has no such contract."))
+    return tenant, contract
+
+
 def contract_for_user(user, pk: int) -> Contract:
     """A contract of a tenant this user may see; otherwise 404."""
     contract = (

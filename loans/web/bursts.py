@@ -13,7 +13,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from loans.access import Refused, require, tenant_for_user
+from loans.access import Refused, require, tenant_contract_for_user, tenant_for_user
 from loans.models import BurstRequest
 from loans.services import bursts
 
@@ -64,10 +64,7 @@ def _refused(request: HttpRequest, slug: str, contract_id: int, *texts: str) -> 
 @require_POST
 @login_required
 def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
-    tenant = tenant_for_user(request.user, slug)
-    contract = tenant.contracts.filter(pk=contract_id).first()
-    if contract is None:
-        raise Http404(_("This tenant has no such contract."))
+    tenant, contract = tenant_contract_for_user(request.user, slug, contract_id)
     try:
         require(request.user, "ask-burst", tenant.pk)
     except Refused as refusal:

@@ -4,14 +4,14 @@ past its commitment each period."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
-from loans.access import Refused, require, tenant_for_user
+from loans.access import Refused, require, tenant_contract_for_user
 from loans.services import overage
 
 CARD = "overage"  # messages tagged so show in the overage card
@@ -20,10 +20,7 @@ CARD = "overage"  # messages tagged so show in the overage card
 @login_required
 @require_POST
 def set_policy(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
-    tenant = tenant_for_user(request.user, slug)
-    contract = tenant.contracts.filter(pk=contract_id).first()
-    if contract is None:
-        raise Http404("No such contract.")
+    tenant, contract = tenant_contract_for_user(request.user, slug, contract_id)
     back = redirect(f"{reverse('tenant', args=[slug])}?contract={contract_id}#overage")
     try:
         require(request.user, "set-overage-policy", tenant.pk)
