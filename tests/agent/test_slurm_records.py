@@ -77,6 +77,14 @@ def test_the_epilog_deletes_records_ended_over_an_hour_ago(tmp_path):
     assert [p.name for p in folder.iterdir()] == ["6.ended"]
 
 
+def read_twice(source: SlurmRecordsSource, caplog) -> list[Reading]:
+    """Two polls of the source, its warnings caught: what the second saw."""
+    with caplog.at_level(logging.WARNING, logger="gpuloans-agent"):
+        for _ in range(2):
+            seen = source.read().apply(gpus())
+    return seen
+
+
 def record(folder: Path, name: str, text: str) -> None:
     folder.mkdir(exist_ok=True)
     (folder / name).write_text(text)
@@ -95,10 +103,7 @@ def test_a_record_the_prolog_did_not_write_is_left_out_and_said_once(tmp_path, c
     record(tmp_path, "3", text)
     record(tmp_path, "4", "job=4\naccount=a\nuser=u\ngpus=1\nstart=1764800000\n")
     record(tmp_path, "notes.txt", "anything")
-    source = SlurmRecordsSource(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="gpuloans-agent"):
-        for _ in range(2):
-            seen = source.read().apply(gpus())
+    seen = read_twice(SlurmRecordsSource(tmp_path), caplog)
     assert [(r.owner or {}).get("job") for r in seen] == [None, "4", None, None]
     assert len([m for m in caplog.messages if "not a job record" in m]) == 1
 
@@ -107,10 +112,7 @@ def test_a_gpu_two_unended_records_name_goes_to_the_later_and_it_is_said_once(tm
                                                                              caplog):
     record(tmp_path, "10", "job=10\naccount=a\nuser=u\ngpus=0-1\nstart=1764800000\n")
     record(tmp_path, "11", "job=11\naccount=b\nuser=v\ngpus=1\nstart=1764803600\n")
-    source = SlurmRecordsSource(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="gpuloans-agent"):
-        for _ in range(2):
-            seen = source.read().apply(gpus())
+    seen = read_twice(SlurmRecordsSource(tmp_path), caplog)
     assert [(r.owner or {}).get("job") for r in seen] == ["10", "11", None, None]
     assert len([m for m in caplog.messages if "neither ended" in m]) == 1
 
