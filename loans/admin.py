@@ -18,6 +18,7 @@ from loans.models import (
     PendingTask,
     Plan,
     Recommendation,
+    SlurmAccountHold,
     SlurmLimitChange,
     Tenant,
 )
@@ -327,6 +328,16 @@ class SlurmLimitChangeAdmin(ReadOnlyAdmin):
     search_fields = ["account", "change", "command"]
     list_select_related = ["tenant"]
     date_hierarchy = "at"
+
+
+@admin.register(SlurmAccountHold)
+class SlurmAccountHoldAdmin(ReadOnlyAdmin):
+    """Accounts whose GPU limit a running contract sets, with the limit each had before
+    (restored when no contract runs)."""
+
+    list_display = ["cluster", "account", "set_gpus", "hand_set_gpus", "since"]
+    list_filter = ["cluster"]
+    search_fields = ["account"]
 
 
 @admin.register(PendingTask)

@@ -27,3 +27,24 @@ class SlurmLimitChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.account}: {self.change}"
+
+
+class SlurmAccountHold(models.Model):
+    """An account whose GPU limit gpuloans holds while the account's tenant has a contract
+    running: the limit that was there before (set by hand, or none), restored when no contract
+    runs, and the limit gpuloans last set, so that one changed by hand since is left alone."""
+
+    cluster = models.CharField(_("cluster"), max_length=100)
+    account = models.CharField(_("account"), max_length=253)
+    hand_set_gpus = models.IntegerField(_("GPU limit before gpuloans"), null=True, blank=True)
+    set_gpus = models.IntegerField(_("GPU limit gpuloans set"), null=True, blank=True)
+    since = models.DateTimeField(_("since"))
+
+    class Meta:
+        verbose_name = _("Slurm account held")
+        verbose_name_plural = _("Slurm accounts held")
+        constraints = [models.UniqueConstraint(fields=["cluster", "account"],
+                                               name="one_hold_per_slurm_account")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.account}"

@@ -353,12 +353,14 @@ def clip_to_contract(contract: Contract, now: datetime) -> int:
 
 
 def effective_quota(contract: Contract, at: datetime) -> tuple[int, int]:
-    """(base plus the bursts granted at `at`, max quota), with the terms in force then."""
+    """(base plus the bursts granted at `at`, never past the max quota; the max quota), with
+    the terms in force then: the one quota every scheduler carries (manifests, slurm_limits).
+    An amendment that lowers the cap under a burst granted earlier cuts the burst there."""
     terms = contract.terms_at(at)
     extra = BurstRequest.objects.filter(
         contract=contract, state=State.GRANTED, starts_at__lte=at, ends_at__gt=at
     ).aggregate(n=Sum("gpus"))["n"] or 0
-    return terms.base_quota_gpus + extra, terms.max_quota_gpus
+    return min(terms.base_quota_gpus + extra, terms.max_quota_gpus), terms.max_quota_gpus
 
 
 def pool_series(model: str, start: datetime, end: datetime, fleet: Pools | None = None

@@ -1,7 +1,8 @@
 """Each tenant's GPU quota as the manifests a cluster applies: a Kubernetes ResourceQuota for
-the tenant's namespace (the effective quota: base plus the bursts granted now) and a Kueue
-ClusterQueue (nominal quota = base, borrowing limit = max quota - base), held while the
-contract's overage policy holds it (loans.services.overage)."""
+the tenant's namespace and a Kueue ClusterQueue, both holding the one quota every scheduler
+carries (bursts.effective_quota: the base plus the bursts granted now, never past the cap; the
+ClusterQueue borrows nothing from its cohort, since room above the base is granted as a burst),
+the ClusterQueue held while the contract's overage policy holds it (loans.services.overage)."""
 
 from datetime import datetime
 
@@ -29,10 +30,9 @@ def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:
     contract's period is held (on hold past its commitment, or past its overage budget):
     Kueue admits nothing new from it and lets what runs finish. The next period, or a policy
     that allows overage, lifts it."""
-    effective, cap = bursts.effective_quota(contract, at)
+    effective, _ = bursts.effective_quota(contract, at)
     kind, budget = policy_of(contract)
     held = overage.admission_state(contract, kind, budget, at) == admission.HELD
-    base = contract.terms_at(at).base_quota_gpus
     namespace = namespace_of(tenant)
     flavor = slugify(contract.gpu_model) or "default-flavor"
     labels = {**MANAGED, "gpuloans/tenant": tenant.slug}
@@ -51,7 +51,7 @@ def documents(tenant: Tenant, contract: Contract, at: datetime) -> list[dict]:
                 "resourceGroups": [{
                     "coveredResources": [GPU],
                     "flavors": [{"name": flavor, "resources": [{
-                        "name": GPU, "nominalQuota": base, "borrowingLimit": cap - base}]}],
+                        "name": GPU, "nominalQuota": effective, "borrowingLimit": 0}]}],
                 }],
                 **({"stopPolicy": "Hold"} if held else {}),
             },

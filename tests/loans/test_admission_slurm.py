@@ -29,14 +29,14 @@ def reset(slurm) -> None:
 @pytest.fixture
 def ten_hours(transactional_db, tenant, slurm, monkeypatch):
     """Tenant vision is account team-a, with a contract of 10 committed GPU-hours a period
-    (600 GPU-minutes) at 12 CNY a GPU-hour of overage, running now."""
+    (600 GPU-minutes) at 12 CNY a GPU-hour of overage and a quota of 4 GPUs, running now."""
     monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])
     reset(slurm)
     cluster = Cluster.objects.create(name="hpc", kind=Cluster.Kind.SLURM)
     AttributionRule.objects.create(tenant=tenant, cluster=cluster, value="team-a",
                                    field=AttributionRule.Field.ACCOUNT)
     plan = Plan.objects.create(
-        name="H100 10h", gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=1,
+        name="H100 10h", gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=4,
         max_quota_gpus=4, committed_gpu_hours=Decimal("10"), committed_rate=Decimal("10.00"),
         overage_rate=Decimal("12.00"), term_months=12, currency="CNY")
     contract = Contract(tenant=tenant, plan=plan, starts_on=timezone.localdate().replace(day=1),

@@ -241,7 +241,7 @@ def test_the_manifests_carry_base_plus_granted_bursts(client, lead, operator, te
     (flavor,) = group["flavors"]
     assert flavor["name"] == "nvidia-h100-80gb-hbm3"
     assert flavor["resources"] == [
-        {"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 8}]
+        {"name": "nvidia.com/gpu", "nominalQuota": 11, "borrowingLimit": 0}]
     client.force_login(operator)
     assert client.get("/api/v1/tenants/speech/quota-manifests").status_code == 200
 

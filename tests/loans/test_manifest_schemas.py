@@ -101,7 +101,7 @@ def test_every_manifest_is_valid_for_kubernetes_and_kueue(documents):
     assert quota["metadata"]["namespace"] == "vision-train"
     assert quota["spec"]["hard"]["requests.nvidia.com/gpu"] == "11"  # base 8 + the burst
     [resource] = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-    assert (resource["nominalQuota"], resource["borrowingLimit"]) == (8, 8)
+    assert (resource["nominalQuota"], resource["borrowingLimit"]) == (11, 0)  # borrows nothing
 
 
 @pytest.mark.parametrize("break_it", [

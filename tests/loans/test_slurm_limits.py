@@ -11,23 +11,31 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from loans.models import BurstRequest, Contract, Plan, SlurmLimitChange
+from loans.models import BurstRequest, Contract, Plan, SlurmAccountHold, SlurmLimitChange
 from loans.services.amendments import amend
-from loans.services.slurm_limits import Carried, Wanted, apply_limits, plan
+from loans.services.slurm_limits import Carried, Held, Wanted, apply_limits, plan
 from metering.models import AttributionRule, Cluster
 
 
 def test_the_plan_changes_only_what_differs():
-    wants = [Wanted("team-a", 1, 4, 0), Wanted("team-b", 2, None, 2), Wanted("gone", 3, 1, 0)]
-    now = {"team-a": Carried(4, frozenset()), "team-b": Carried(8, frozenset())}
-    changes = plan(wants, now, {})
+    wants = [Wanted("team-a", 1, 4), Wanted("team-b", 2, 3), Wanted("gone", 3, 1),
+             Wanted("free", 4, None), Wanted("ours", 5, None), Wanted("hand", 6, None)]
+    now = {"team-a": Carried(4, frozenset()), "team-b": Carried(8, frozenset()),
+           "free": Carried(5, frozenset()), "ours": Carried(2, frozenset()),
+           "hand": Carried(9, frozenset({"gpuloans-burst-hand"}))}
+    held = {"team-b": Held(None, 2), "ours": Held(None, 2), "hand": Held(7, 2)}
+    changes = plan(wants, now, {"gpuloans-burst-hand"}, held)
     assert [(c.account, c.what) for c in changes] == [
-        ("team-b", "GrpTRES gres/gpu 8 -> none"),
-        ("team-b", "burst QOS gpuloans-burst-team-b added: 2 GPUs"),
-        ("team-b", "burst QOS gpuloans-burst-team-b given"),
-        ("gone", "missing in Slurm: add the account (sacctmgr add account) and its users")]
-    assert changes[0].command[-1] == "GrpTRES=gres/gpu=-1"  # -1 clears a limit
-    assert plan(wants[:1], now, {}) == []
+        ("team-b", "GrpTRES gres/gpu 8 -> 3"),
+        ("gone", "missing in Slurm: add the account (sacctmgr add account) and its users"),
+        # "free" was never held: its hand-set 5 stays. "hand" was changed by hand since.
+        ("ours", "GrpTRES gres/gpu 2 -> none (no contract runs: the limit from before)"),
+        ("hand", "burst QOS gpuloans-burst-hand taken back"),
+        ("hand", "burst QOS gpuloans-burst-hand removed")]
+    assert changes[2].command[-1] == "GrpTRES=gres/gpu=-1"  # -1 clears a limit
+    assert plan(wants[:1], now, set(), {}) == []
+    [first] = plan([Wanted("free", 4, 2)], now, set(), {})
+    assert first.what == "GrpTRES gres/gpu 5 -> 2 (the contract's; 5 kept)"
 
 
 def qos_of(slurm) -> dict[str, str]:
@@ -49,7 +57,7 @@ def hpc(transactional_db, tenant, other_tenant, slurm, monkeypatch):
     monkeypatch.setenv("SLURM_CONF", slurm.env["SLURM_CONF"])  # as a Slurm client's would
     for account in ("team-a", "team-b"):  # as an earlier test may have left them
         slurm.command("sacctmgr", "-i", "modify", "account", "where", f"name={account}", "set",
-                      "GrpTRES=gres/gpu=-1", "QOS=normal")
+                      "GrpTRES=gres/gpu=-1", "QOS=normal", "DefaultQOS=normal")
     for name in qos_of(slurm):
         if name.startswith("gpuloans-burst-"):
             slurm.command("sacctmgr", "-i", "delete", "qos", name)
@@ -75,25 +83,26 @@ def test_contracts_become_account_limits_that_slurm_enforces(hpc, slurm, operato
     cluster, contract = hpc
     out = io.StringIO()
     call_command("apply_quotas", "--slurm", "--dry-run", stdout=out)
-    assert ("sacctmgr -i modify account where name=team-a set GrpTRES=gres/gpu=2"
+    assert ("sacctmgr -i modify account where name=team-a set GrpTRES=gres/gpu=1"
             in out.getvalue())
     assert account_of(slurm, "team-a")[0] == ""  # a dry run changes nothing
     assert not SlurmLimitChange.objects.exists()
 
     call_command("apply_quotas", "--slurm", stdout=io.StringIO())
-    assert account_of(slurm, "team-a")[0] == "gres/gpu=2"
+    assert account_of(slurm, "team-a")[0] == "gres/gpu=1"  # the base: no burst is granted
     assert account_of(slurm, "team-b")[0] == ""  # speech has no contract: no limit
     [logged] = SlurmLimitChange.objects.all()
     assert (logged.account, logged.change, logged.succeeded) == (
-        "team-a", "GrpTRES gres/gpu none -> 2", True)
+        "team-a", "GrpTRES gres/gpu none -> 1 (the contract's; none kept)", True)
     again = io.StringIO()
     call_command("apply_quotas", "--slurm", stdout=again)
     assert "carries its contract already" in again.getvalue()
     assert SlurmLimitChange.objects.count() == 1
 
-    # Slurm itself holds back the job that would take team-a past its 2 GPUs.
+    # Slurm itself holds back the second 1-GPU job: the quota is the base until a burst is
+    # granted, whatever QOS a job asks for (before, the max quota let both run).
     slurm.cancel_all()
-    slurm.sbatch("-A", "team-a", "--gres=gpu:h100:2")
+    slurm.sbatch("-A", "team-a", "--gres=gpu:1")
     waiting = slurm.command("sbatch", "--parsable", "-A", "team-a", "--gres=gpu:1", "-c1",
                             "-o", "/dev/null", "--wrap", "sleep 60").stdout.strip()
     slurm._until(lambda: slurm.command("squeue", "-h", "-j", waiting, "-o", "%r").stdout.strip()
@@ -102,42 +111,75 @@ def test_contracts_become_account_limits_that_slurm_enforces(hpc, slurm, operato
     assert slurm.sbatch("-A", "team-b", "--gres=gpu:2")  # no limit on speech's account
 
 
-def test_a_burst_granted_now_is_a_qos_while_it_lasts_and_an_amendment_changes_the_cap(
+def test_a_burst_raises_the_account_limit_while_it_lasts_and_an_amendment_changes_the_base(
         hpc, slurm, lead):
     cluster, contract = hpc
+    slurm.command("sacctmgr", "-i", "add", "qos", "gpuloans-burst-team-a",
+                  "GrpTRES=gres/gpu=1")  # as an earlier version left it
+    slurm.command("sacctmgr", "-i", "modify", "account", "where", "name=team-a", "set",
+                  "QOS+=gpuloans-burst-team-a")
     now = timezone.now()
     burst = BurstRequest.objects.create(
         contract=contract, gpus=1, starts_at=now - timedelta(hours=1),
         ends_at=now + timedelta(hours=1), reason="deadline", state=BurstRequest.State.GRANTED,
         requested_by=lead, created_at=now - timedelta(hours=2))
-    apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=now, dry_run=False)
-    assert qos_of(slurm)["gpuloans-burst-team-a"] == "gres/gpu=1"
-    assert "gpuloans-burst-team-a" in account_of(slurm, "team-a")[1]
+    changes = apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=now, dry_run=False)
+    assert [c.what for c in changes] == [
+        "GrpTRES gres/gpu none -> 2 (the contract's; none kept)",
+        "burst QOS gpuloans-burst-team-a taken back", "burst QOS gpuloans-burst-team-a removed"]
+    assert account_of(slurm, "team-a") == ("gres/gpu=2", "normal")
+    assert "gpuloans-burst-team-a" not in qos_of(slurm)
+    slurm.cancel_all()
+    first = slurm.sbatch("-A", "team-a", "--gres=gpu:1")
+    second = slurm.sbatch("-A", "team-a", "--gres=gpu:1")  # the burst's GPU, no --qos asked
+    assert {slurm.state(first), slurm.state(second)} == {"RUNNING"}
+    slurm.cancel_all()
 
-    # After the burst: the QOS is taken back and removed.
+    # After the burst: the base again.
     later = burst.ends_at + timedelta(minutes=5)
     changes = apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=later, dry_run=False)
-    assert [c.what for c in changes] == ["burst QOS gpuloans-burst-team-a taken back",
-                                         "burst QOS gpuloans-burst-team-a removed"]
-    assert "gpuloans-burst-team-a" not in qos_of(slurm)
-    assert "gpuloans-burst-team-a" not in account_of(slurm, "team-a")[1]
+    assert [c.what for c in changes] == ["GrpTRES gres/gpu 2 -> 1"]
 
-    # An amendment from the next period raises the cap there.
-    amend(contract=contract, changes={"max_quota_gpus": 4}, from_period=1, reason="growth",
-          now=now)
+    # An amendment from the next period raises the base there.
+    amend(contract=contract, changes={"base_quota_gpus": 2, "max_quota_gpus": 4},
+          from_period=1, reason="growth", now=now)
     next_period = contract.period_at(now).end + timedelta(hours=1)
     apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=next_period, dry_run=False)
-    assert account_of(slurm, "team-a")[0] == "gres/gpu=4"
+    assert account_of(slurm, "team-a")[0] == "gres/gpu=2"
 
-    # Past the contract's end: no limit, no burst.
+    # Past the contract's end: the limit from before gpuloans held the account (none).
     after = contract.period_at(now).end
     while contract.period_at(after) is not None:
         after = contract.period_at(after).end
     apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=after + timedelta(days=1),
                  dry_run=False)
     assert account_of(slurm, "team-a")[0] == ""
-    assert {c.change for c in SlurmLimitChange.objects.all()} >= {
-        "GrpTRES gres/gpu 2 -> 4", "GrpTRES gres/gpu 4 -> none"}
+    assert not SlurmAccountHold.objects.exists()
+
+
+def test_hand_set_limits_are_kept_and_restored_and_others_never_touched(hpc, slurm):
+    cluster, contract = hpc
+    for account, gpus in (("team-a", 7), ("team-b", 5)):
+        slurm.command("sacctmgr", "-i", "modify", "account", "where", f"name={account}", "set",
+                      f"GrpTRES=gres/gpu={gpus}")
+    now = timezone.now()
+    apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=now, dry_run=False)
+    assert account_of(slurm, "team-a")[0] == "gres/gpu=1"  # the contract's replaces it
+    assert account_of(slurm, "team-b")[0] == "gres/gpu=5"  # no contract: never touched
+    # Set by hand during the contract: the contract's limit again at the next run.
+    slurm.command("sacctmgr", "-i", "modify", "account", "where", "name=team-a", "set",
+                  "GrpTRES=gres/gpu=9")
+    apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=now, dry_run=False)
+    assert account_of(slurm, "team-a")[0] == "gres/gpu=1"
+    # The contract ends: the hand-set 7 is back, and a later run changes nothing more.
+    contract.status = Contract.Status.ENDED
+    contract.save(update_fields=["status"])
+    changes = apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=now, dry_run=False)
+    assert [c.what for c in changes] == [
+        "GrpTRES gres/gpu 1 -> 7 (no contract runs: the limit from before)"]
+    assert account_of(slurm, "team-a")[0] == "gres/gpu=7"
+    assert apply_limits(cluster_id=cluster.pk, cluster_name="hpc", at=now, dry_run=False) == []
+    assert account_of(slurm, "team-b")[0] == "gres/gpu=5"
 
 
 def test_apply_quotas_needs_slurm_and_names_a_missing_cluster(db):

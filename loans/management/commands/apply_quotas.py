@@ -7,9 +7,10 @@ from metering.usage.slurm import find_slurm_cluster
 
 class Command(BaseCommand):
     help = (
-        "Make each tenant's Slurm account carry its contract: GrpTRES=gres/gpu=<max quota> on "
-        "the account (its account rule's value), a QOS for the bursts granted now, no limit "
-        "where no contract runs; with SLURM_ADMISSION on, each period's commitment and its "
+        "Make each tenant's Slurm account carry its contract: GrpTRES=gres/gpu=<base quota "
+        "plus the bursts granted now> on the account (its account rule's value); where no "
+        "contract runs, the limit the account had before (an account gpuloans never held is "
+        "never changed); with SLURM_ADMISSION on, each period's commitment and its "
         "overage policy as GPU-minute budgets (QOS GrpTRESMins). Only differences are changed; "
         "each change is logged (admin: Slurm limit changes). Kubernetes quotas are manifests: "
         "see quota_manifests."
