@@ -20,6 +20,7 @@ class Alert(models.Model):
         INCOMPLETE_DATA = "incomplete_data", _("incomplete data")
         DEVICE_REFUSED = "device_refused", _("device refused")
         METER_MISMATCH = "meter_mismatch", _("meters disagree")
+        BUDGET_USED = "budget_used", _("overage budget spent")
 
     class State(models.TextChoices):
         OPEN = "open", _("open")

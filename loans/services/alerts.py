@@ -37,21 +37,73 @@ def _money(value: Decimal) -> str:
     return f"{value:,.2f}"
 
 
-# The commitment-used alert by overage policy and whether 80% is crossed: from there it says
-# what the scheduler does once the commitment is spent (loans.services.admission).
+# The commitment-used alert by overage policy and stage (80%: near, 100%: spent): from 80%
+# it says what the scheduler will do once the commitment is spent, at 100% what it does now
+# (loans.services.admission, loans.services.manifests).
 COMMITMENT_USED = {
-    ("allow", False): gettext_noop(
+    ("allow", "early"): gettext_noop(
         "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
         "period %(period)s."),
-    ("hold", True): gettext_noop(
+    ("allow", "spent"): gettext_noop(
+        "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+        "period %(period)s. Its overage policy is allow: jobs go on at the overage rate."),
+    ("hold", "near"): gettext_noop(
         "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
         "period %(period)s. Its overage policy is hold: once the commitment is spent, new jobs "
         "wait for the next period."),
-    ("budget", True): gettext_noop(
+    ("hold", "spent"): gettext_noop(
+        "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+        "period %(period)s. Its overage policy is hold: new jobs wait for the next period; "
+        "running jobs finish."),
+    ("budget", "near"): gettext_noop(
         "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
         "period %(period)s. Past the commitment, jobs run at the overage rate until "
         "%(budget)s %(currency)s of overage is spent, then wait for the next period."),
+    ("budget", "spent"): gettext_noop(
+        "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
+        "period %(period)s. Jobs now run at the overage rate until %(budget)s %(currency)s of "
+        "overage is spent, then wait for the next period."),
 }
+BUDGET_THRESHOLDS = (100, 80)  # percent of the overage budget spent
+BUDGET_USED = {
+    80: gettext_noop(
+        "%(tenant)s has spent %(used).0f%% of its overage budget of %(budget)s %(currency)s "
+        "for period %(period)s. Once it is spent, new jobs wait for the next period."),
+    100: gettext_noop(
+        "%(tenant)s has spent its overage budget of %(budget)s %(currency)s for period "
+        "%(period)s (%(spent)s %(currency)s): new jobs wait for the next period; running jobs "
+        "finish."),
+}
+
+
+def _stage(crossed: int) -> str:
+    return "spent" if crossed >= 100 else "near" if crossed >= 80 else "early"
+
+
+def commitment_wording(kind: str, crossed: int, values: dict) -> Wording:
+    text = (COMMITMENT_USED.get((kind, _stage(crossed)))
+            or COMMITMENT_USED[("allow", "early")])
+    return worded(text, values)
+
+
+def budget_condition(contract: Contract, subject: str, period: int, figures,
+                     budget: Decimal | None) -> Condition | None:
+    """The overage budget's alert at 80% and 100% spent, where the policy is a budget."""
+    terms = figures.terms
+    spent = terms.cost(figures.used_gpu_hours).overage_cost
+    if budget is None or spent <= 0:
+        return None
+    share = spent / budget * 100 if budget > 0 else Decimal(100)
+    crossed = next((t for t in BUDGET_THRESHOLDS if share >= t), None)
+    if crossed is None:
+        return None
+    tenant = contract.tenant
+    wording = worded(BUDGET_USED[crossed], {
+        "tenant": tenant.name, "used": share, "budget": _money(budget), "spent": _money(spent),
+        "currency": terms.currency, "period": period})
+    return Condition(Kind.BUDGET_USED, f"{subject}:{crossed}", tenant.pk, wording,
+                     {"threshold_percent": crossed, "overage_cost": str(spent),
+                      "budget": str(budget)})
 
 
 def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
@@ -69,13 +121,15 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
     # commitment to cross, but its projected overage and its completeness are alerted alike.
     used = figures.used_gpu_hours / committed * 100 if committed > 0 else 0
     crossed = next((t for t in THRESHOLDS if used >= t), None) if committed > 0 else None
+    kind, budget = policy_of(contract)
+    if kind == "budget" and (spent := budget_condition(contract, subject, period.index + 1,
+                                                       figures, budget)):
+        out.append(spent)
     if crossed is not None:
-        kind, budget = policy_of(contract)
-        text = COMMITMENT_USED.get((kind, crossed >= 80), COMMITMENT_USED[("allow", False)])
-        wording = worded(text, {"tenant": tenant.name, "used": used,
-                                "committed": f"{committed:,.0f}", "period": period.index + 1,
-                                "budget": _money(budget or Decimal(0)),
-                                "currency": terms.currency})
+        wording = commitment_wording(kind, crossed, {
+            "tenant": tenant.name, "used": used, "committed": f"{committed:,.0f}",
+            "period": period.index + 1, "budget": _money(budget or Decimal(0)),
+            "currency": terms.currency})
         out.append(Condition(Kind.COMMITMENT_USED, f"{subject}:{crossed}", tenant.pk, wording,
             {"threshold_percent": crossed, "used_gpu_hours": str(figures.used_gpu_hours),
              "overage_policy": kind}))

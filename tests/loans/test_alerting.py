@@ -68,20 +68,64 @@ def test_the_highest_share_of_the_commitment_used_is_the_open_alert(contract, me
 
 
 @pytest.mark.parametrize(("kind", "budget", "says"), [
-    ("hold", None, "new jobs wait for the next period"),
-    ("budget", Decimal("500"), "until 500.00 CNY of overage is spent"),
-    ("allow", None, None),
+    ("hold", None, "new jobs wait for the next period; running jobs finish"),
+    ("budget", Decimal("5000"), "Jobs now run at the overage rate until 5,000.00 CNY"),
+    ("allow", None, "jobs go on at the overage rate"),
 ])
-def test_past_80_percent_the_alert_says_what_the_scheduler_will_do(contract, metered, kind,
-                                                                   budget, says):
+def test_past_100_percent_the_alert_says_what_the_scheduler_does_now(contract, metered, kind,
+                                                                     budget, says):
     OveragePolicy.objects.create(contract=contract, kind=kind, budget=budget, set_at=NOW)
     commit(contract, 110)  # 115 GPU-h used: past 100%
     evaluate_alerts(NOW)
     [alert] = Alert.objects.filter(kind="commitment_used", state="open")
     text = str(alert.message)
     assert "has used 105% of the 110 GPU-h" in text
-    assert (says in text) if says else "wait" not in text
+    assert says in text
     assert alert.details["overage_policy"] == kind
+
+
+@pytest.mark.parametrize(("kind", "says"), [
+    ("hold", "once the commitment is spent, new jobs wait for the next period"),
+    ("budget", "Past the commitment, jobs run at the overage rate until 500.00 CNY"),
+    ("allow", None),
+])
+def test_past_80_percent_the_alert_says_what_the_scheduler_will_do(contract, metered, kind,
+                                                                   says):
+    OveragePolicy.objects.create(contract=contract, kind=kind, set_at=NOW,
+                                 budget=Decimal("500") if kind == "budget" else None)
+    commit(contract, 130)  # 115 GPU-h used: 88%
+    evaluate_alerts(NOW)
+    [alert] = Alert.objects.filter(kind="commitment_used", state="open")
+    text = str(alert.message)
+    assert "has used 88% of the 130 GPU-h" in text
+    assert (says in text) if says else "wait" not in text and "overage" not in text
+
+
+def test_the_overage_budget_alerts_at_80_and_100_percent_spent(contract, metered):
+    """115 GPU-h used against 100 committed: 15 GPU-h over at the plan's overage rate."""
+    commit(contract, 100)
+    rate = contract.terms_at(NOW).overage_rate
+    spent = 15 * rate
+    OveragePolicy.objects.create(contract=contract, kind="budget", budget=spent * 2,
+                                 set_at=NOW)
+    evaluate_alerts(NOW)
+    assert not Alert.objects.filter(kind="budget_used").exists()  # 50% spent
+    subject = f"contract:{contract.pk}:period:2"
+    OveragePolicy.objects.create(contract=contract, kind="budget", budget=spent * Decimal("1.1"),
+                                 set_at=NOW)
+    evaluate_alerts(NOW)
+    [alert] = Alert.objects.filter(kind="budget_used", state="open")
+    assert alert.subject == f"{subject}:80" and alert.tenant == contract.tenant
+    assert "has spent 91% of its overage budget" in str(alert.message)
+    assert "Once it is spent, new jobs wait for the next period." in str(alert.message)
+    OveragePolicy.objects.create(contract=contract, kind="budget", budget=spent, set_at=NOW)
+    run = evaluate_alerts(NOW)
+    assert [a.subject for a in run.opened if a.kind == "budget_used"] == [f"{subject}:100"]
+    assert [a.subject for a in run.resolved if a.kind == "budget_used"] == [f"{subject}:80"]
+    assert "new jobs wait for the next period; running jobs finish" in str(run.opened[-1].message)
+    OveragePolicy.objects.create(contract=contract, kind="allow", set_at=NOW)
+    run = evaluate_alerts(NOW)  # no budget, nothing to spend
+    assert [a.subject for a in run.resolved if a.kind == "budget_used"] == [f"{subject}:100"]
 
 
 def test_running_twice_opens_nothing_twice(contract, metered):
