@@ -201,10 +201,14 @@ class Correction:
     overage_after_gpu_hours: Decimal
     overage_before_cost: Decimal
     overage_after_cost: Decimal
+    # In a sharing group: the period's sharing (borrowed less lent) billed before and re-run.
+    sharing_before_cost: Decimal = ZERO
+    sharing_after_cost: Decimal = ZERO
 
     @property
     def amount(self) -> Decimal:
-        return self.overage_after_cost - self.overage_before_cost
+        return (self.overage_after_cost - self.overage_before_cost
+                + self.sharing_after_cost - self.sharing_before_cost)
 
     @property
     def billed_after_gpu_hours(self) -> Decimal:
@@ -225,6 +229,36 @@ def correction(terms: Terms, *, billed: Decimal, metered: Decimal) -> Correction
         overage_after_gpu_hours=after.overage_gpu_hours,
         overage_before_cost=before.overage_cost, overage_after_cost=after.overage_cost,
     )
+
+
+@dataclass(frozen=True)
+class Billed:
+    """What a closed period has been billed so far, over its statement and corrections."""
+
+    gpu_hours: Decimal
+    overage_gpu_hours: Decimal
+    overage_cost: Decimal
+    sharing: Decimal = ZERO  # borrowed less lent, in a sharing group
+
+
+def shared_correction(terms: Terms, *, billed: Billed, metered: Decimal,
+                      overage_gpu_hours: Decimal, overage_cost: Decimal, sharing: Decimal
+                      ) -> Correction | None:
+    """A period stated in a sharing group, re-run at the usage the meter holds now (its own
+    and its partners'): the difference in its overage and in its sharing, as money; None when
+    neither its usage nor its money changed."""
+    metered = gpu_hours(metered)
+    if (metered == billed.gpu_hours and overage_cost == billed.overage_cost
+            and sharing == billed.sharing):
+        return None
+    return Correction(
+        gpu_hours=metered - billed.gpu_hours, billed_gpu_hours=billed.gpu_hours,
+        committed_gpu_hours=gpu_hours(terms.committed_gpu_hours),
+        overage_rate=terms.overage_rate,
+        overage_before_gpu_hours=billed.overage_gpu_hours,
+        overage_after_gpu_hours=overage_gpu_hours, overage_before_cost=billed.overage_cost,
+        overage_after_cost=overage_cost, sharing_before_cost=billed.sharing,
+        sharing_after_cost=sharing)
 
 
 def utilisation(committed: Decimal, used: Decimal) -> Decimal | None:

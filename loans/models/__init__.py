@@ -20,6 +20,7 @@ from loans.models.fields import (
 from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
+from loans.models.sharing import GroupStatement, SharingGroup, SharingLine, SharingMember
 from loans.models.slurm import SlurmAccountHold, SlurmLimitChange
 from loans.models.statements import CorrectionLine, Statement
 from loans.models.tenants import Membership, Tenant
@@ -29,6 +30,7 @@ __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
     "BurstRequest", "Contract", "CorrectionLine", "Membership", "OveragePolicy", "PendingTask",
     "Plan", "policies_of", "policy_of", "Recommendation", "SlurmAccountHold", "SlurmLimitChange",
-    "Statement", "Tenant", "Terms", "currency_validator",
+    "GroupStatement", "SharingGroup", "SharingLine", "SharingMember", "Statement", "Tenant",
+    "Terms", "currency_validator",
     "default_currency", "default_time_zone", "non_negative", "slug_validator", "validate_time_zone",
 ]

@@ -80,6 +80,14 @@ class Statement(models.Model):
     upfront_fee = models.DecimalField(
         _("upfront fee"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
         default=Decimal(0), help_text=_("The contract's one-time fee, on its first statement."))
+    shared_cost = models.DecimalField(
+        _("sharing"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, default=Decimal(0),
+        help_text=_("Paid for committed GPU-hours borrowed from the group, less credited for "
+                    "those lent (the sharing lines); may be negative."))
+    standalone_overage_cost = models.DecimalField(
+        _("overage cost without sharing"), max_digits=MONEY_DIGITS,
+        decimal_places=MONEY_PLACES, null=True, blank=True,
+        help_text=_("In a sharing group: what its overage would have cost alone."))
     total_cost = models.DecimalField(_("total"), max_digits=MONEY_DIGITS,
                                      decimal_places=MONEY_PLACES)
     currency = models.CharField(_("currency"), max_length=3)
@@ -112,7 +120,8 @@ class Statement(models.Model):
             ),
             models.CheckConstraint(
                 condition=adds_up("total_cost", F("committed_cost") + F("overage_cost")
-                                  + F("corrections_cost") + F("upfront_fee")),
+                                  + F("corrections_cost") + F("upfront_fee")
+                                  + F("shared_cost")),
                 name="statement_total_adds_up",
             ),
             models.CheckConstraint(
@@ -135,6 +144,13 @@ class Statement(models.Model):
     def upfront_fee_rows(self) -> int:
         """Rows the page gives the upfront fee: one on the first statement, else none."""
         return 1 if self.upfront_fee else 0
+
+    @property
+    def sharing_saving(self) -> Decimal:
+        """What sharing saved this period (0 outside a group)."""
+        if self.standalone_overage_cost is None:
+            return Decimal(0)
+        return self.standalone_overage_cost - self.overage_cost - self.shared_cost
 
     @property
     def number(self) -> int:
@@ -180,6 +196,14 @@ class CorrectionLine(models.Model):
     overage_after_cost = models.DecimalField(
         _("overage cost after"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
     )
+    sharing_before_cost = models.DecimalField(
+        _("sharing before"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
+        default=Decimal(0), help_text=_("In a sharing group: the period's sharing billed "
+                                        "before (borrowed less lent)."))
+    sharing_after_cost = models.DecimalField(
+        _("sharing after"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
+        default=Decimal(0), help_text=_("In a sharing group: the period's sharing re-run at "
+                                        "the usage the meter holds now."))
     amount = models.DecimalField(_("amount"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES)
 
     class Meta:
@@ -188,7 +212,8 @@ class CorrectionLine(models.Model):
         verbose_name_plural = _("corrections")
         constraints = [
             models.CheckConstraint(
-                condition=adds_up("amount", F("overage_after_cost") - F("overage_before_cost")),
+                condition=adds_up("amount", F("overage_after_cost") - F("overage_before_cost")
+                                  + F("sharing_after_cost") - F("sharing_before_cost")),
                 name="correction_amount_adds_up"),
             models.UniqueConstraint(fields=["statement", "period_index"],
                                     name="correction_once_per_statement_and_period"),

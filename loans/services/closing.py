@@ -5,7 +5,10 @@ one for each later anniversary month that has any, once that month and its grace
 A contract whose last period is stated is marked ended. Nothing written is ever rewritten.
 
 A contract is closed in one transaction under its row's lock: concurrent closers (and
-amendments, which take the same lock) queue, and each reads what the previous one wrote.
+amendments, which take the same lock) queue, and each reads what the previous one wrote. A
+contract that shares a group is closed with every contract it has shared with, under all their
+locks (taken in id order), from one read of the group's usage: each period's lent and borrowed
+lines agree, and the group's statement says what the group paid the provider.
 """
 
 from collections.abc import Callable
@@ -16,8 +19,9 @@ from decimal import Decimal
 from django.db import transaction
 
 from loans.maths import billing
-from loans.models import Contract, CorrectionLine, Statement
-from loans.services import ledger
+from loans.maths import sharing as share_maths
+from loans.models import Contract, CorrectionLine, GroupStatement, SharingLine, Statement
+from loans.services import ledger, sharing
 from metering.usage import fleet
 
 COMPLETENESS = Decimal("0.0001")
@@ -54,18 +58,28 @@ def has_due(contract: Contract, now: datetime) -> bool:
 
 
 def close_contract(contract: Contract, now: datetime) -> list[Statement]:
-    """Write the contract's due statements, oldest first; [] if none is due or all are
-    written already (safe to run concurrently)."""
+    """Write the contract's due statements, oldest first, and those of every contract it has
+    shared a group with; [] if none is due or all are written already (safe to run
+    concurrently)."""
     with transaction.atomic():
-        Contract.objects.select_for_update().filter(pk=contract.pk).first()
-        contract = (Contract.objects.select_related("plan", "tenant")
-                    .prefetch_related("amendments").get(pk=contract.pk))
-        book = ledger.read(contract, now)
-        written, stated = _write_periods(contract, book, now)
-        if len(stated) == len(contract.periods()):
-            written += _write_corrections_statement(contract, now)
-            if contract.status == Contract.Status.ACTIVE:
-                Contract.objects.filter(pk=contract.pk).update(status=Contract.Status.ENDED)
+        ids = sharing.partners(contract)
+        list(Contract.objects.select_for_update().filter(pk__in=ids).order_by("pk")
+             .values_list("pk", flat=True))
+        groups = sharing.groups_of(ids)
+        written = []
+        for pk in ids:
+            member = (Contract.objects.select_related("plan", "tenant")
+                      .prefetch_related("amendments").get(pk=pk))
+            if member.status not in Contract.HOLDING:
+                continue
+            book = ledger.read(member, now, groups)
+            done, stated = _write_periods(member, book, now)
+            written += done
+            if len(stated) == len(member.periods()):
+                written += _write_corrections_statement(member, now, groups)
+                if member.status == Contract.Status.ACTIVE:
+                    Contract.objects.filter(pk=member.pk).update(status=Contract.Status.ENDED)
+        _write_group_statements(groups, written)
     return written
 
 
@@ -80,48 +94,57 @@ def _write_periods(contract: Contract, book: ledger.Ledger, now: datetime
                                         [(e.period.start, e.period.end) for e in due])
     # What each stated period has been billed, kept current through the run: a period stated
     # in this run is billed at the meter's figure, so later statements carry nothing for it.
-    billed = {e.period.index: e.billed_gpu_hours for e in book.entries if e.statement}
+    billed = {e.period.index: e.billed for e in book.entries if e.statement}
+    entries = {e.period.index: e for e in book.entries}
     written = []
     for entry, coverage in zip(due, complete, strict=True):
-        pending = _pending(book.entries, billed, before=entry.period.index)
+        pending = _pending(entries, billed, before=entry.period.index)
         statement = _statement(contract, entry, coverage, pending)
         _lines(statement, pending, stated)
-        stated[entry.period.index], billed[entry.period.index] = statement, entry.metered
+        _sharing_lines(statement, entry)
+        stated[entry.period.index], billed[entry.period.index] = (
+            statement, entry.billed_after_close)
         for earlier, change in pending:
-            billed[earlier.period.index] = change.billed_after_gpu_hours
+            billed[earlier.period.index] = billing.Billed(
+                change.billed_after_gpu_hours, change.overage_after_gpu_hours,
+                change.overage_after_cost, change.sharing_after_cost)
         written.append(statement)
     return written, stated
 
 
-def _pending(entries: list[ledger.PeriodEntry], billed: dict[int, Decimal], *, before: int
-             ) -> list[tuple[ledger.PeriodEntry, billing.Correction]]:
+def _pending(entries: dict[int, ledger.PeriodEntry], billed: dict[int, billing.Billed], *,
+             before: int) -> list[tuple[ledger.PeriodEntry, billing.Correction]]:
     """Corrections of the stated periods before `before`, against what they are billed."""
     out = []
-    for entry in entries:
-        if entry.period.index < before and entry.period.index in billed:
-            change = billing.correction(entry.terms, billed=billed[entry.period.index],
-                                        metered=entry.metered)
-            if change is not None:
-                out.append((entry, change))
+    for index, was in sorted(billed.items()):
+        if index < before and (change := entries[index].correction_from(was)) is not None:
+            out.append((entries[index], change))
     return out
 
 
 def _statement(contract: Contract, entry: ledger.PeriodEntry, coverage: fleet.Coverage,
                pending: list) -> Statement:
-    terms, cost = entry.terms, entry.cost
+    terms, cost, shared = entry.terms, entry.cost, entry.shared
     corrections = sum((c.amount for _e, c in pending), ZERO)
     # The contract's one-time fee is billed once, with its first period.
     fee = billing.money(terms.upfront_fee, terms.currency) if entry.period.index == 0 else ZERO
+    # In a sharing group the overage billed is what is left after borrowing, and the sharing
+    # (borrowed less lent) is a line of its own.
+    overage_hours = shared.overage_gpu_hours if shared else cost.overage_gpu_hours
+    overage_cost = shared.overage_cost if shared else cost.overage_cost
+    shared_cost = shared.shared_cost if shared else ZERO
     return Statement.objects.create(
         contract=contract, kind=Statement.Kind.PERIOD, period_index=entry.period.index,
         period_start=entry.period.start, period_end=entry.period.end,
         committed_gpu_hours=cost.committed_gpu_hours, allocated_gpu_hours=cost.used_gpu_hours,
-        busy_gpu_hours=entry.busy, overage_gpu_hours=cost.overage_gpu_hours,
+        busy_gpu_hours=entry.busy, overage_gpu_hours=overage_hours,
         unused_gpu_hours=cost.unused_gpu_hours, committed_rate=terms.committed_rate,
         overage_rate=terms.overage_rate, committed_cost=cost.committed_cost,
-        overage_cost=cost.overage_cost,
+        overage_cost=overage_cost, shared_cost=shared_cost,
+        standalone_overage_cost=cost.overage_cost if shared else None,
         corrections_gpu_hours=sum((c.gpu_hours for _e, c in pending), ZERO),
-        corrections_cost=corrections, upfront_fee=fee, total_cost=cost.total + corrections + fee,
+        corrections_cost=corrections, upfront_fee=fee,
+        total_cost=cost.committed_cost + overage_cost + shared_cost + corrections + fee,
         plan_name=contract.plan.name,
         currency=terms.currency,
         completeness=min(Decimal(1), Decimal(repr(coverage.share)).quantize(COMPLETENESS)),
@@ -138,14 +161,52 @@ def _lines(statement: Statement, pending: list, stated: dict[int, Statement]) ->
             overage_rate=c.overage_rate, overage_before_gpu_hours=c.overage_before_gpu_hours,
             overage_after_gpu_hours=c.overage_after_gpu_hours,
             overage_before_cost=c.overage_before_cost, overage_after_cost=c.overage_after_cost,
+            sharing_before_cost=c.sharing_before_cost, sharing_after_cost=c.sharing_after_cost,
             amount=c.amount)
         for entry, c in pending)
 
 
-def _write_corrections_statement(contract: Contract, now: datetime) -> list[Statement]:
+def _sharing_lines(statement: Statement, entry: ledger.PeriodEntry) -> None:
+    shared = entry.shared
+    if shared is None:
+        return
+    SharingLine.objects.bulk_create(
+        [SharingLine(statement=statement, kind=SharingLine.Kind.BORROWED, counterpart_id=t.lender,
+                     group_id=entry.group_id, gpu_hours=t.gpu_hours, rate=t.rate,
+                     amount=t.amount) for t in shared.borrowed]
+        + [SharingLine(statement=statement, kind=SharingLine.Kind.LENT, counterpart_id=t.borrower,
+                       group_id=entry.group_id, gpu_hours=t.gpu_hours, rate=t.rate,
+                       amount=t.amount) for t in shared.lent])
+
+
+def _write_group_statements(groups: sharing.Groups, written: list[Statement]) -> None:
+    """A group statement for each group period whose members were all stated in this close:
+    what the group paid the provider, and what sharing saved."""
+    for (group_id, start), rows in groups.members.items():
+        members = {m.contract_id for m in rows}
+        mine = [s for s in written if s.contract_id in members and s.period_start == start
+                and s.kind == Statement.Kind.PERIOD]
+        if not rows or len(mine) != len(members):
+            continue
+        shared = groups.worked[(group_id, start)]
+        currency = rows[0].terms.currency
+        committed = sum((s.committed_cost for s in mine), ZERO)
+        overage = sum((s.overage_cost for s in mine), ZERO)
+        group = GroupStatement.objects.create(
+            group_id=group_id, period_start=start, period_end=mine[0].period_end,
+            committed_cost=committed, overage_cost=overage,
+            provider_total=share_maths.provider_total(rows, shared, currency),
+            saving=sum((s.sharing_saving for s in mine), ZERO),
+            shared_gpu_hours=sum((x.borrowed_gpu_hours for x in shared.values()), ZERO),
+            currency=currency)
+        group.member_statements.set(mine)
+
+
+def _write_corrections_statement(contract: Contract, now: datetime,
+                                 groups: sharing.Groups | None = None) -> list[Statement]:
     """After the last period: the corrections pending, on the statement of the first later
     anniversary month that has ended with its grace and has none yet."""
-    book = ledger.read(contract, now)
+    book = ledger.read(contract, now, groups)
     pending = book.pending
     if not pending:
         return []

@@ -11,7 +11,7 @@ corrections statement for a later anniversary month). So the money billed for a 
 all its statements is the cost of its final usage: corrections telescope.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -19,8 +19,10 @@ from django.conf import settings
 from django.db.models import Prefetch
 
 from loans.maths import billing
-from loans.maths.billing import Correction, PeriodCost, Terms
+from loans.maths.billing import Billed, Correction, PeriodCost, Terms
+from loans.maths.sharing import Shared
 from loans.models import Contract, CorrectionLine, Statement
+from loans.services import sharing
 from metering import usage
 
 ZERO = Decimal(0)
@@ -46,6 +48,8 @@ class PeriodEntry:
     busy: Decimal
     statement: Statement | None = None
     lines: list[CorrectionLine] = field(default_factory=list)  # corrections of it, written
+    shared: Shared | None = None  # in a sharing group, once ended: its period after sharing
+    group_id: int | None = None
 
     @property
     def billed_gpu_hours(self) -> Decimal | None:
@@ -59,15 +63,52 @@ class PeriodEntry:
         """The money billed for it so far, over every statement (its own and corrections)."""
         if self.statement is None:
             return ZERO
-        own = self.statement.committed_cost + self.statement.overage_cost
+        own = (self.statement.committed_cost + self.statement.overage_cost
+               + self.statement.shared_cost)
         return own + sum((c.amount for c in self.lines), ZERO)
+
+    @property
+    def billed(self) -> Billed | None:
+        """What it has been billed so far: its statement's figures, or its last correction's."""
+        if self.statement is None:
+            return None
+        if self.lines:
+            last = self.lines[-1]
+            return Billed(self.billed_gpu_hours, last.overage_after_gpu_hours,
+                          last.overage_after_cost, last.sharing_after_cost)
+        s = self.statement
+        return Billed(s.allocated_gpu_hours, s.overage_gpu_hours, s.overage_cost, s.shared_cost)
+
+    @property
+    def stated_shared(self) -> bool:
+        """Whether its statement was written in a sharing group (its sharing is re-run)."""
+        return self.statement is not None and self.statement.standalone_overage_cost is not None
 
     @property
     def pending(self) -> Correction | None:
         """The correction the next statement will carry for it (closed periods only)."""
         if self.statement is None:
             return None
-        return billing.correction(self.terms, billed=self.billed_gpu_hours, metered=self.metered)
+        return self.correction_from(self.billed)
+
+    def correction_from(self, billed: Billed) -> Correction | None:
+        """The correction of what `billed` says was billed, at the usage the meter holds now;
+        in a sharing group, with the group's sharing re-run."""
+        if self.stated_shared and self.shared is not None:
+            return billing.shared_correction(
+                self.terms, billed=billed, metered=self.metered,
+                overage_gpu_hours=self.shared.overage_gpu_hours,
+                overage_cost=self.shared.overage_cost, sharing=self.shared.shared_cost)
+        return billing.correction(self.terms, billed=billed.gpu_hours, metered=self.metered)
+
+    @property
+    def billed_after_close(self) -> Billed:
+        """What a statement written now bills for it: its usage, after sharing in a group."""
+        if self.shared is not None:
+            return Billed(self.metered, self.shared.overage_gpu_hours, self.shared.overage_cost,
+                          self.shared.shared_cost)
+        cost = self.cost
+        return Billed(self.metered, cost.overage_gpu_hours, cost.overage_cost)
 
     @property
     def cost(self) -> PeriodCost:
@@ -141,8 +182,10 @@ def _statements(contract: Contract) -> list[Statement]:
         .order_by("period_index"))
 
 
-def read(contract: Contract, now: datetime) -> Ledger:
-    """The contract's ledger as of `now`: a constant number of queries whatever its length."""
+def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None) -> Ledger:
+    """The contract's ledger as of `now`: a constant number of queries whatever its length.
+    Its periods that ended in a sharing group carry their sharing (`groups`: the close's, so
+    that every member of a group reads the same usage)."""
     statements = _statements(contract)
     by_index = {s.period_index: s for s in statements if s.kind == Statement.Kind.PERIOD}
     lines: dict[int, list[CorrectionLine]] = {}
@@ -161,7 +204,23 @@ def read(contract: Contract, now: datetime) -> Ledger:
             metered=billing.gpu_hours(metered.allocated_gpu_hours),
             busy=billing.gpu_hours(metered.busy_gpu_hours), statement=statement,
             lines=lines.get(period.index, [])))
-    return Ledger(contract, now, entries, statements)
+    return Ledger(contract, now, _with_sharing(contract, entries, now, groups), statements)
+
+
+def _with_sharing(contract: Contract, entries: list[PeriodEntry], now: datetime,
+                  groups: sharing.Groups | None) -> list[PeriodEntry]:
+    """The ended periods shared in a group, each with its sharing at the usage held now."""
+    if groups is None:
+        groups = sharing.groups_of([contract.pk])
+    if not groups.rows:
+        return entries
+    found = [(e, g) for e in entries if e.state != "open"
+             and (g := groups.group_at(contract.pk, e.period.start)) is not None]
+    sharing.work_out(groups, [(g, e.period) for e, g in found], now)
+    shared = {e.period.index: (g, sharing.shared(groups, contract.pk, e.period))
+              for e, g in found}
+    return [replace(e, group_id=shared[e.period.index][0], shared=shared[e.period.index][1])
+            if e.period.index in shared else e for e in entries]
 
 
 def period_entry(contract: Contract, period: billing.Period, now: datetime) -> PeriodEntry:

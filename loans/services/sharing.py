@@ -1,0 +1,181 @@
+"""Sharing groups as the ledger and the close read them: who shared a period with whom, and
+each member's period after the group's sharing (loans.maths.sharing), from one read of the
+meter for all the members. A period's sharing is decided by the group's members at its start
+(a contract joins or leaves only from a period that has not begun), so re-reading it later
+re-runs the same sharing on the usage the meter holds then (a correction).
+
+Joining and leaving (operators: the admin and the API) are here too, with their checks."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils.translation import gettext as _
+
+from loans.maths import billing
+from loans.maths import sharing as maths
+from loans.models import Contract, SharingGroup, SharingMember, Statement
+from loans.models.contracts import with_amendments
+from metering import usage
+
+
+@dataclass
+class Groups:
+    """The memberships of every group a contract has been in, and the sharing worked out so
+    far, by (group id, period start): the members of one close share one read."""
+
+    rows: list[SharingMember] = field(default_factory=list)
+    worked: dict[tuple[int, datetime], dict[int, maths.Shared]] = field(default_factory=dict)
+    members: dict[tuple[int, datetime], list[maths.Member]] = field(default_factory=dict)
+
+    def group_at(self, contract_id: int, instant: datetime) -> int | None:
+        return next((r.group_id for r in self.rows
+                     if r.contract_id == contract_id and r.covers(instant)), None)
+
+    def members_at(self, group_id: int, instant: datetime) -> list[Contract]:
+        """The group's contracts with a period beginning at `instant` (a contract past its
+        end shares nothing)."""
+        return sorted((r.contract for r in self.rows
+                       if r.group_id == group_id and r.covers(instant)
+                       and r.contract.period_at(instant) is not None), key=lambda c: c.pk)
+
+
+def groups_of(contract_ids: list[int]) -> Groups:
+    """Every membership of every group the contracts have been in (two queries, none where
+    they never were)."""
+    group_ids = set(SharingMember.objects.filter(contract_id__in=contract_ids)
+                    .values_list("group_id", flat=True))
+    if not group_ids:
+        return Groups()
+    rows = list(SharingMember.objects.filter(group_id__in=group_ids)
+                .select_related("contract", "contract__plan", "contract__tenant"))
+    with_amendments(list({r.contract_id: r.contract for r in rows}.values()))
+    return Groups(rows)
+
+
+def partners(contract: Contract) -> list[int]:
+    """The contract and every contract that shared a group with it, by id."""
+    groups = groups_of([contract.pk])
+    return sorted({contract.pk} | {r.contract_id for r in groups.rows})
+
+
+def work_out(groups: Groups, pairs: list[tuple[int, billing.Period]], now: datetime) -> None:
+    """The sharing of each (group, period) not worked out yet, every member's usage read in
+    one query."""
+    todo = {}
+    for group_id, period in pairs:
+        if (group_id, period.start) not in groups.worked:
+            todo[(group_id, period.start)] = (group_id, period)
+    if not todo:
+        return
+    spans, plan = [], []
+    for (group_id, start), (_g, period) in todo.items():
+        members = groups.members_at(group_id, start)
+        plan.append(((group_id, start), members))
+        spans += [(m.tenant_id, period.start, min(period.end, now)) for m in members]
+    totals = iter(usage.span_totals(spans))
+    for key, members in plan:
+        rows = []
+        for member in members:
+            metered = next(totals)
+            index = member.period_at(key[1]).index
+            rows.append(maths.Member(member.pk, member.terms_for(index),
+                                     billing.gpu_hours(metered.allocated_gpu_hours)))
+        currency = rows[0].terms.currency if rows else "CNY"
+        groups.worked[key], groups.members[key] = maths.share(rows, currency), rows
+
+
+def shared(groups: Groups, contract_id: int, period: billing.Period) -> maths.Shared | None:
+    group_id = groups.group_at(contract_id, period.start)
+    if group_id is None:
+        return None
+    return groups.worked[(group_id, period.start)][contract_id]
+
+
+# Joining and leaving.
+
+def next_start(contract: Contract, now: datetime) -> datetime | None:
+    """The start of the contract's first period that has not begun; None if none is left."""
+    return next((p.start for p in contract.periods() if p.start > now), None)
+
+
+def _check_fits(group: SharingGroup, contract: Contract, joins_at: datetime) -> None:
+    if contract.status not in Contract.HOLDING:
+        raise ValidationError(_("Contract %(id)s is not signed: only signed contracts share.")
+                              % {"id": contract.pk})
+    currency = contract.terms_for(0).currency
+    if currency != group.currency:
+        raise ValidationError(_("Contract %(id)s is billed in %(currency)s; the group %(group)s "
+                                "is in %(group_currency)s.") % {
+            "id": contract.pk, "currency": currency, "group": group.name,
+            "group_currency": group.currency})
+    others = [m.contract for m in group.members.filter(leaves_at__isnull=True)
+              .select_related("contract") if m.contract_id != contract.pk]
+    starts = {p.start for p in contract.periods()}
+    for other in others:
+        if other.tenant_id == contract.tenant_id:
+            raise ValidationError(_("Contract %(id)s is of a tenant already in the group, by "
+                                    "contract %(other)s.") % {"id": contract.pk,
+                                                              "other": other.pk})
+        theirs = {p.start for p in other.periods()}
+        overlap = [s for s in starts if s >= joins_at and other.period_at(s) is not None]
+        if any(s not in theirs for s in overlap) or (
+                other.period_at(joins_at) is not None and joins_at not in theirs):
+            raise ValidationError(_(
+                "Contract %(id)s's periods do not begin and end with those of contract "
+                "%(other)s (%(zone)s, from the %(day)s of the month): a group shares one "
+                "calendar.") % {"id": contract.pk, "other": other.pk,
+                                "zone": other.time_zone, "day": other.starts_on.day})
+
+
+def join(group: SharingGroup, contract: Contract, *, by, now: datetime) -> SharingMember:
+    """The contract joins from its next period that has not begun, or from its first if it
+    has no statement yet; ValidationError with the reason where it cannot."""
+    with transaction.atomic():
+        Contract.objects.select_for_update().filter(pk=contract.pk).first()
+        if SharingMember.objects.filter(contract=contract, leaves_at__isnull=True).exists():
+            raise ValidationError(_("Contract %(id)s is in a sharing group already: it leaves "
+                                    "that one first.") % {"id": contract.pk})
+        stated = Statement.objects.filter(contract=contract).exists()
+        # With no statement yet it may share from its first period, unless the group has
+        # stated that period already.
+        joins_at = next_start(contract, now) if stated else contract.periods()[0].start
+        if joins_at is not None and Statement.objects.filter(
+                contract__sharing__group=group, period_end__gt=joins_at).exists():
+            joins_at = next_start(contract, now)
+        if joins_at is None:
+            raise ValidationError(_("Contract %(id)s has no period left to share.")
+                                  % {"id": contract.pk})
+        earlier = SharingMember.objects.filter(contract=contract, leaves_at__gt=joins_at)
+        if earlier.exists():
+            raise ValidationError(_("Contract %(id)s left a group from a later period; it "
+                                    "may join again from then.") % {"id": contract.pk})
+        _check_fits(group, contract, joins_at)
+        member = SharingMember(group=group, contract=contract, joins_at=joins_at, added_by=by)
+        member.full_clean()
+        member.save()
+        return member
+
+
+def leave(group: SharingGroup, contract: Contract, *, by, now: datetime) -> SharingMember:
+    """The contract leaves from its next period that has not begun (from its start, where it
+    joined for a period not begun yet)."""
+    with transaction.atomic():
+        Contract.objects.select_for_update().filter(pk=contract.pk).first()
+        member = SharingMember.objects.filter(group=group, contract=contract,
+                                              leaves_at__isnull=True).first()
+        if member is None:
+            raise ValidationError(_("Contract %(id)s is not in the group %(group)s.")
+                                  % {"id": contract.pk, "group": group.name})
+        if member.joins_at > now:
+            member.delete()  # it never shared a period
+            return member
+        leaves_at = next_start(contract, now)
+        if leaves_at is None:
+            raise ValidationError(_("Contract %(id)s has no period left: it shares to its "
+                                    "end.") % {"id": contract.pk})
+        member.leaves_at, member.removed_by = leaves_at, by
+        member.save(update_fields=["leaves_at", "removed_by", "changed_at"])
+        return member
+
