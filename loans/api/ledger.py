@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from core import spreadsheet
 from loans.access import contract_for_user, require
 from loans.models import Amendment, Contract
-from loans.services import amendments, exports, ledger
+from loans.services import amendments, exports, focus, ledger
 
 
 class _CSV(BaseRenderer):
@@ -66,9 +66,9 @@ class ContractStatements(APIView):
         if fmt == "csv":
             data = {"columns": exports.CSV_COLUMNS, "rows": exports.csv_rows(book)}
         elif fmt == "focus":
-            rows = exports.focus_rows(book, settings.INVOICE_ISSUER)
-            data = {"columns": exports.FOCUS_COLUMNS,
-                    "rows": [[row[c] for c in exports.FOCUS_COLUMNS] for row in rows]}
+            rows = focus.focus_rows(book, settings.INVOICE_ISSUER)
+            data = {"columns": focus.FOCUS_COLUMNS,
+                    "rows": [[row[c] for c in focus.FOCUS_COLUMNS] for row in rows]}
         else:
             return Response(exports.statements_json(book))
         response = Response(data)

@@ -1,16 +1,14 @@
 """A contract's statements as a finance team loads them: every statement with its lines and the
-terms it was priced with, one row per charge for CSV, and the same charges in the FinOps FOCUS
-1.2 columns (docs/statements.md lists them). Every figure comes from the stored statements and
-correction lines (loans.services.ledger reads them); nothing is priced here, except that a
-period's committed cost is split into its used and unused parts for FOCUS, which add up to it
-to the cent."""
+terms it was priced with, and one row per charge for CSV (the same charges in the FinOps FOCUS
+1.2 columns: loans.services.focus). Every figure comes from the stored statements, correction
+and sharing lines (loans.services.ledger reads them); nothing is priced here."""
 
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
 from loans.maths import billing
-from loans.models import Contract, CorrectionLine, Statement
+from loans.models import Contract, CorrectionLine, SharingLine, Statement
 from loans.services.ledger import Ledger
 
 ZERO = Decimal(0)
@@ -24,11 +22,12 @@ class Line:
     overage billed before and after; its amount is their difference)."""
 
     statement: Statement
-    kind: str  # "upfront_fee", "commitment", "overage", "correction"
+    kind: str  # "upfront_fee", "commitment", "overage", "borrowed", "lent", "correction"
     gpu_hours: Decimal
     rate: Decimal
-    amount: Decimal
+    amount: Decimal  # a lent line's is a credit: negative
     corrects: CorrectionLine | None = None
+    shares: SharingLine | None = None
 
     @property
     def charge_period(self) -> billing.Period:
@@ -53,6 +52,10 @@ def lines(statement: Statement) -> list[Line]:
                      statement.committed_rate, amount(statement.committed_cost)),
                 Line(statement, "overage", statement.overage_gpu_hours, statement.overage_rate,
                      amount(statement.overage_cost))]
+        # In a sharing group: committed GPU-hours borrowed (at the lender's committed rate)
+        # and lent (credited at this contract's).
+        out += [Line(statement, x.kind, x.gpu_hours, x.rate, amount(x.signed_amount), shares=x)
+                for x in statement.sharing_lines.all()]
     # A correction prices the change in overage (hours that stay under the commitment cost
     # nothing): rate x those GPU-hours is its amount, up to the rounding of each side.
     out += [Line(statement, "correction", c.overage_change_gpu_hours, c.overage_rate,
@@ -93,6 +96,11 @@ def _statement(s: Statement, terms: billing.Terms | None, contract: Contract) ->
         "allocated_gpu_hours": str(s.allocated_gpu_hours),
         "busy_gpu_hours": str(s.busy_gpu_hours), "completeness": str(s.completeness),
         "lines": [_line(line) for line in lines(s)],
+        "sharing": None if s.standalone_overage_cost is None else {
+            "overage_without_sharing": str(billing.money(s.standalone_overage_cost,
+                                                         s.currency)),
+            "shared_cost": str(billing.money(s.shared_cost, s.currency)),
+            "saving": str(billing.money(s.sharing_saving, s.currency))},
         "total": str(billing.money(s.total_cost, s.currency)), "currency": s.currency,
     }
 
@@ -100,6 +108,10 @@ def _statement(s: Statement, terms: billing.Terms | None, contract: Contract) ->
 def _line(line: Line) -> dict:
     out = {"kind": line.kind, "gpu_hours": str(line.gpu_hours), "rate": str(line.rate),
            "amount": str(line.amount)}
+    if line.shares is not None:
+        other = line.shares.counterpart
+        out |= {"counterpart": {"contract": other.pk, "tenant": other.tenant.name},
+                "group": line.shares.group.name}
     if line.corrects is not None:
         out |= {"corrects_period": line.corrects.period_index + 1,
                 **_correction_figures(line.corrects, line.statement.currency)}
@@ -117,6 +129,8 @@ def _correction_figures(c, currency: str) -> dict:
                            "amount": amount(c.overage_before_cost)},
         "overage_after": {"gpu_hours": str(c.overage_after_gpu_hours),
                           "amount": amount(c.overage_after_cost)},
+        "sharing_before": amount(c.sharing_before_cost),
+        "sharing_after": amount(c.sharing_after_cost),
         "amount": amount(c.amount),
     }
 
@@ -135,226 +149,3 @@ def csv_rows(book: Ledger) -> list[list]:
                          line.corrects.period_index + 1 if line.corrects else "",
                          line.gpu_hours, line.rate, line.amount, s.currency])
     return rows
-
-
-# FOCUS 1.2 columns this export fills (docs/statements.md says what each holds).
-FOCUS_COLUMNS = (
-    "BilledCost", "BillingAccountId", "BillingAccountName", "BillingAccountType",
-    "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory",
-    "ChargeClass", "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd",
-    "ChargePeriodStart", "CommitmentDiscountCategory", "CommitmentDiscountId",
-    "CommitmentDiscountName", "CommitmentDiscountQuantity", "CommitmentDiscountStatus",
-    "CommitmentDiscountType", "CommitmentDiscountUnit", "ConsumedQuantity", "ConsumedUnit",
-    "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "InvoiceId", "InvoiceIssuerName",
-    "ListCost", "ListUnitPrice", "PricingCategory", "PricingCurrency", "PricingQuantity",
-    "PricingUnit", "ProviderName", "PublisherName", "ServiceCategory", "ServiceName",
-    "ServiceSubcategory", "SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId", "SubAccountId",
-    "SubAccountName", "SubAccountType",
-)
-METER = "GPU time"
-
-
-def _utc(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def focus_rows(book: Ledger, issuer: str) -> list[dict]:
-    """One row per charge, as DESIGN's FOCUS mapping has it. A period's commitment is a
-    Purchase (billed, no effective cost); the usage it covers is Usage rows that bill nothing
-    and carry its effective cost, split into the part drawn on (Used) and the rest (Unused);
-    overage is Usage at the standard (overage) price; a correction is ChargeClass Correction,
-    its charge period the period it corrects, billed in the statement that carries it. Per
-    statement, BilledCost and EffectiveCost each add up to its total."""
-    contract = book.contract
-    out = []
-    for s in book.statements:
-        billed_in = billing_period(s, contract)
-        plan = s.plan_name or contract.plan.name  # as it was named when stated
-        base = {
-            **{c: "" for c in FOCUS_COLUMNS},
-            "BillingAccountId": contract.tenant.slug, "BillingAccountName": contract.tenant.name,
-            "BillingAccountType": "Tenant", "BillingCurrency": s.currency,
-            "BillingPeriodStart": _utc(billed_in.start), "BillingPeriodEnd": _utc(billed_in.end),
-            "InvoiceId": f"{contract.pk}-{s.number}", "InvoiceIssuerName": issuer,
-            "PricingCurrency": s.currency, "ProviderName": issuer,
-            "PublisherName": issuer, "ServiceCategory": "Compute", "ServiceName": "GPU loan",
-            "ServiceSubcategory": "Other (Compute)", "SkuId": f"plan-{contract.plan_id}",
-            "SkuMeter": METER, "SubAccountId": f"contract-{contract.pk}",
-            "SubAccountName": plan, "SubAccountType": "Contract",
-            "PricingUnit": UNIT,
-        }
-        commitment = {"CommitmentDiscountCategory": "Usage",
-                      "CommitmentDiscountId": f"contract-{contract.pk}",
-                      "CommitmentDiscountName": f"{contract.tenant.slug} / {plan}",
-                      "CommitmentDiscountType": "GPU loan", "CommitmentDiscountUnit": UNIT}
-        for line in lines(s):
-            period = line.charge_period
-            row = {**base, "ChargePeriodStart": _utc(period.start),
-                   "ChargePeriodEnd": _utc(period.end)}
-            if line.kind == "upfront_fee":
-                out += _fee_rows(row, s, line, contract.plan_id)
-            elif line.kind == "commitment":
-                out += _commitment_rows(row, commitment, s, contract.plan_id)
-            elif line.kind == "overage":
-                if line.gpu_hours or line.amount:
-                    out.append(_overage_row(row, s, line, contract.plan_id))
-            else:
-                out += _correction_rows(row, commitment, s, line.corrects, contract.plan_id)
-    return out
-
-
-def billing_period(s: Statement, contract: Contract) -> billing.Period:
-    """The month a statement bills in: a period statement's own period; a corrections
-    statement (after the contract's last period) the anniversary month it was written in, so a
-    correction that reached the meter on May 4 is not billed in April."""
-    if s.kind == Statement.Kind.PERIOD:
-        return s.period
-    index = s.period_index
-    while True:
-        month = billing.period_of(contract.starts_on, index, contract.zone)
-        if s.closed_at < month.end:
-            return month
-        index += 1
-
-
-def _number(value: Decimal) -> str:
-    """A figure as FOCUS reads it: plain digits, a minus sign where negative."""
-    return format(value, "f")
-
-
-def _price(plan_id: int, kind: str) -> dict:
-    return {"SkuPriceId": f"plan-{plan_id}-{kind}",
-            "SkuPriceDetails": f'{{"x_Rate": "{kind}"}}'}
-
-
-def _priced(hours: Decimal, contracted: Decimal, listed: Decimal, currency: str) -> dict:
-    return {"PricingQuantity": _number(hours), "ContractedUnitPrice": _number(contracted),
-            "ContractedCost": _money(hours * contracted, currency),
-            "ListUnitPrice": _number(listed), "ListCost": _money(hours * listed, currency)}
-
-
-def _money(amount: Decimal, currency: str) -> str:
-    """An amount to its currency's minor unit (1360.00 CNY, 0.038 KWD), written with a decimal
-    point even where the currency has no minor unit (124.0 JPY): cost columns are decimal
-    numbers, and a reader that infers types from the text would take a column of whole yen
-    for integers (the Foundation's validator does, and fails it)."""
-    value = billing.money(amount, currency)
-    return _number(value) if value.as_tuple().exponent < 0 else f"{value:.1f}"
-
-
-def _commitment_rows(row: dict, commitment: dict, s: Statement, plan_id: int) -> list[dict]:
-    """The commitment as a Purchase, and the Usage it covers: the share the period's usage
-    drew on (Used) and the rest (Unused), whose effective costs add up to the purchase."""
-    committed, used = s.committed_gpu_hours, min(s.allocated_gpu_hours, s.committed_gpu_hours)
-    out = []
-    if committed or s.committed_cost:
-        out.append({
-            **row, **commitment, **_price(plan_id, "committed"),
-            **_priced(committed, s.committed_rate, s.committed_rate, s.currency),
-            "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
-            "PricingCategory": "Committed", "BilledCost": _money(s.committed_cost, s.currency),
-            "EffectiveCost": _money(ZERO, s.currency),
-            "CommitmentDiscountQuantity": _number(committed),
-            "ChargeDescription": (f"Commitment, period {s.number}: {committed} GPU-hours at "
-                                  f"{s.committed_rate}"),
-        })
-    used_cost = (billing.money(s.committed_cost * used / committed, s.currency) if committed > 0
-                 else ZERO)
-    for status, hours, cost in (("Used", used, used_cost),
-                                ("Unused", committed - used, s.committed_cost - used_cost)):
-        if hours or cost:
-            out.append(_covered(row, commitment, s, plan_id, status, hours, cost,
-                                f"Committed GPU-hours, period {s.number}, {status.lower()}: "
-                                f"{hours} of {committed}"))
-    return out
-
-
-def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: str,
-             hours: Decimal, cost: Decimal, description: str, correction: bool = False) -> dict:
-    """Usage the commitment covers: billed by the purchase, its effective cost here."""
-    return {
-        **row, **commitment, **_price(plan_id, "committed"),
-        **_priced(hours, s.committed_rate, s.overage_rate, s.currency),
-        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-        "ChargeClass": "Correction" if correction else "", "PricingCategory": "Committed",
-        "BilledCost": _money(ZERO, s.currency), "EffectiveCost": _money(cost, s.currency),
-        "CommitmentDiscountStatus": status,
-        # FOCUS leaves a correction's commitment quantity empty: its quantities say it.
-        **({"CommitmentDiscountQuantity": "", "CommitmentDiscountUnit": ""} if correction
-           else {"CommitmentDiscountQuantity": _number(hours)}),
-        **({"ConsumedQuantity": _number(hours), "ConsumedUnit": UNIT}
-           if status == "Used" else {}),
-        "ChargeDescription": description,
-    }
-
-
-def _fee_rows(row: dict, s: Statement, line: Line, plan_id: int) -> list[dict]:
-    """The upfront fee: a one-time Purchase (billed, no effective cost, as FOCUS has every
-    purchase), and its cost taken in full in the period it is billed with (a Usage row billed
-    0): the statement's BilledCost and EffectiveCost both count it once."""
-    fee = _money(line.amount, s.currency)
-    common = {**row, **_price(plan_id, "upfront-fee"),
-              **_priced(Decimal(1), line.amount, line.amount, s.currency),
-              "PricingUnit": "Fee", "ChargeFrequency": "One-Time", "PricingCategory": "Standard"}
-    return [
-        {**common, "ChargeCategory": "Purchase", "BilledCost": fee,
-         "EffectiveCost": _money(ZERO, s.currency),
-         "ChargeDescription": f"Upfront fee of the contract, billed with period {s.number}"},
-        {**common, "ChargeCategory": "Usage", "BilledCost": _money(ZERO, s.currency),
-         "EffectiveCost": fee,
-         "ConsumedQuantity": "1", "ConsumedUnit": "Fee",
-         "ChargeDescription": f"Upfront fee of the contract, taken in period {s.number}"},
-    ]
-
-
-def _overage_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:
-    return {
-        **row, **_price(plan_id, "overage"),
-        **_priced(line.gpu_hours, line.rate, line.rate, s.currency),
-        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-        "PricingCategory": "Standard", "BilledCost": _money(line.amount, s.currency),
-        "EffectiveCost": _money(line.amount, s.currency),
-        "ConsumedQuantity": _number(line.gpu_hours), "ConsumedUnit": UNIT,
-        "ChargeDescription": (f"Overage above the commitment, period {s.number}: "
-                              f"{line.gpu_hours} GPU-hours at {line.rate}"),
-    }
-
-
-def _correction_rows(row: dict, commitment: dict, s: Statement, c: CorrectionLine,
-                     plan_id: int) -> list[dict]:
-    """A correction of an earlier period: the late hours the commitment covers move from its
-    Unused part to its Used part (no money billed, the effective cost moves with them), and
-    the change in overage is billed at the overage rate that period had."""
-    corrected = c.corrected
-    committed = c.committed_gpu_hours
-    before, after = min(c.billed_gpu_hours, committed), min(c.billed_after_gpu_hours, committed)
-    out = []
-    if after != before and committed > 0:
-        moved = billing.money(corrected.committed_cost * (after - before) / committed,
-                              s.currency)
-        word = f"Correction of period {c.period_index + 1}"
-        out += [
-            _covered(row, commitment, corrected, plan_id, "Used", after - before, moved,
-                     f"{word}: {after - before} more committed GPU-hours used",
-                     correction=True),
-            _covered(row, commitment, corrected, plan_id, "Unused", before - after, -moved,
-                     f"{word}: {after - before} fewer committed GPU-hours unused",
-                     correction=True)]
-    change = c.overage_after_gpu_hours - c.overage_before_gpu_hours
-    if change or c.amount:
-        out.append({
-            **row, **_price(plan_id, "overage"),
-            **_priced(change, c.overage_rate, c.overage_rate, s.currency),
-            "ContractedCost": _money(c.amount, s.currency),
-            "ListCost": _money(c.amount, s.currency),
-            "ChargeCategory": "Usage", "ChargeClass": "Correction",
-            "ChargeFrequency": "Usage-Based", "PricingCategory": "Standard",
-            "BilledCost": _money(c.amount, s.currency),
-            "EffectiveCost": _money(c.amount, s.currency),
-            "ConsumedQuantity": _number(change), "ConsumedUnit": UNIT,
-            "ChargeDescription": (
-                f"Correction of period {c.period_index + 1}: {c.gpu_hours} GPU-hours changed; "
-                f"overage {c.overage_before_gpu_hours} -> {c.overage_after_gpu_hours} GPU-hours "
-                f"at {c.overage_rate}"),
-        })
-    return out

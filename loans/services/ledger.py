@@ -21,7 +21,7 @@ from django.db.models import Prefetch
 from loans.maths import billing
 from loans.maths.billing import Billed, Correction, PeriodCost, Terms
 from loans.maths.sharing import Shared
-from loans.models import Contract, CorrectionLine, Statement
+from loans.models import Contract, CorrectionLine, SharingLine, Statement
 from loans.services import sharing
 from metering import usage
 
@@ -178,7 +178,9 @@ def _statements(contract: Contract) -> list[Statement]:
     if cached is not None:
         return sorted(cached, key=lambda s: s.period_index)
     return list(Statement.objects.filter(contract=contract).prefetch_related(
-        Prefetch("corrections", queryset=CorrectionLine.objects.order_by("period_index")))
+        Prefetch("corrections", queryset=CorrectionLine.objects.order_by("period_index")),
+        Prefetch("sharing_lines", queryset=SharingLine.objects.select_related(
+            "counterpart__tenant", "group")))
         .order_by("period_index"))
 
 

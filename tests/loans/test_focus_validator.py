@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loans.api.ledger import FocusCSVRenderer
-from loans.models import Contract, Membership, Plan, Tenant
-from loans.services import amendments, exports, ledger
+from loans.models import Contract, Membership, Plan, SharingGroup, Tenant
+from loans.services import amendments, focus, ledger, sharing
 from loans.services.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
@@ -98,9 +98,9 @@ def export(contracts: list[Contract], at) -> tuple[list[dict], str]:
     rows = []
     for contract in contracts:
         contract.refresh_from_db()
-        rows += exports.focus_rows(ledger.read(contract, at), "gpuloans")
-    data = {"columns": exports.FOCUS_COLUMNS,
-            "rows": [[row[c] for c in exports.FOCUS_COLUMNS] for row in rows]}
+        rows += focus.focus_rows(ledger.read(contract, at), "gpuloans")
+    data = {"columns": focus.FOCUS_COLUMNS,
+            "rows": [[row[c] for c in focus.FOCUS_COLUMNS] for row in rows]}
     return rows, FocusCSVRenderer().render(data).decode()
 
 
@@ -267,3 +267,52 @@ def test_the_random_ledgers_of_the_invariants_pass_the_validator(
         transaction.set_rollback(True)
     forget_gpus()
     partitions.forget()
+
+
+@pytest.fixture
+def group_ledgers(db) -> list[Contract]:
+    """vision (100 committed) and nlp (100 committed) share a group. January: vision uses
+    130, nlp 20: vision borrows 30 of nlp's unused hours. Late nlp usage (70 more) after the
+    close leaves only 10 to lend: the sharing is re-run as corrections on both sides."""
+    vision = Tenant.objects.create(slug="vision", name="Vision")
+    nlp = Tenant.objects.create(slug="nlp", name="NLP")
+    attribute(vision)
+    attribute(nlp)
+    lender, borrower = signed(nlp, 100, name="NLP 100"), signed(vision, 100)
+    group = SharingGroup.objects.create(name="org", currency="CNY")
+    for contract in (lender, borrower):
+        sharing.join(group, contract, by=None, now=JAN - timedelta(days=1))
+    meter("vision", JAN, 130)
+    meter("nlp", JAN, 20, gpu_prefix="NLP")
+    close(FEB + GRACE)
+    meter("nlp", JAN + timedelta(days=3), 70, gpu_prefix="NLP-LATE", at=FEB + GRACE)
+    close(MAR + GRACE)
+    return [borrower, lender]
+
+
+def test_shared_hours_carry_the_lenders_commitment_and_pass_the_validator(group_ledgers,
+                                                                         tmp_path):
+    borrower, lender = group_ledgers
+    rows, text = export(group_ledgers, MAR + GRACE)
+    failed = validate(text, tmp_path)
+    assert failed <= VALIDATOR_DEFECTS, sorted(failed - VALIDATOR_DEFECTS)
+    january = f"{borrower.pk}-1"
+    [borrowed] = [r for r in rows if r["InvoiceId"] == january
+                  and r["SkuPriceId"].endswith("borrowed")]
+    assert (borrowed["CommitmentDiscountId"], borrowed["CommitmentDiscountStatus"],
+            borrowed["ConsumedQuantity"], borrowed["BilledCost"]) == (
+        f"contract-{lender.pk}", "Used", "30.000000", "300.00")
+    [credit] = [r for r in rows if r["ChargeCategory"] == "Credit"]
+    assert (credit["InvoiceId"], credit["BilledCost"]) == (f"{lender.pk}-1", "-300.00")
+    # February's statements re-run January's sharing: vision now borrows 10, overage 20.
+    fixes = {(r["InvoiceId"], r["ChargeCategory"], r["BilledCost"]) for r in rows
+             if r["ChargeClass"] == "Correction" and r["ChargePeriodStart"].startswith(
+                 "2026-01")}
+    assert (f"{borrower.pk}-2", "Adjustment", "-200.00") in fixes  # 20 fewer borrowed at 10
+    assert (f"{borrower.pk}-2", "Usage", "240.00") in fixes  # 20 more overage at 12
+    assert (f"{lender.pk}-2", "Adjustment", "200.00") in fixes  # 20 fewer lent: less credit
+    for contract in group_ledgers:
+        for statement in contract.statements.all():
+            mine = [r for r in rows if r["InvoiceId"] == f"{contract.pk}-{statement.number}"]
+            assert sum(D(r["BilledCost"]) for r in mine) == statement.total_cost
+            assert sum(D(r["EffectiveCost"]) for r in mine) == statement.total_cost

@@ -12,7 +12,7 @@ import time_machine
 from loans.api.ledger import FocusCSVRenderer
 from loans.models import Amendment, Contract, Plan
 from loans.services.closing import close_due_periods
-from loans.services.exports import FOCUS_COLUMNS
+from loans.services.focus import FOCUS_COLUMNS
 from tests.ledger import (
     FEB,
     GRACE,
