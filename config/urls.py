@@ -11,6 +11,7 @@ from loans.api import bursts as api_bursts
 from loans.api import buy as api_buy
 from loans.api import ledger as api_ledger
 from loans.api import overage as api_overage
+from loans.api import sharing as api_sharing
 from loans.api import views as api
 from loans.web import advise as views_advise
 from loans.web import alerts as views_alerts
@@ -54,6 +55,14 @@ urlpatterns = [
          name="api-contract-amendments"),
     path("api/v1/contracts/<int:pk>/terminate", api_ledger.ContractTermination.as_view(),
          name="api-contract-terminate"),
+    path("api/v1/sharing-groups/", api_sharing.SharingGroups.as_view(),
+         name="api-sharing-groups"),
+    path("api/v1/sharing-groups/<int:pk>/", api_sharing.SharingGroupDetail.as_view(),
+         name="api-sharing-group"),
+    path("api/v1/sharing-groups/<int:pk>/contracts/", api_sharing.SharingGroupContracts.as_view(),
+         name="api-sharing-group-contracts"),
+    path("api/v1/sharing-groups/<int:pk>/contracts/<int:contract_id>/",
+         api_sharing.SharingGroupContract.as_view(), name="api-sharing-group-contract"),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     # The split view serves its start-up script as a file, so no inline script is needed.

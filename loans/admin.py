@@ -6,6 +6,7 @@ from django.utils.translation import gettext_lazy as _
 
 from core.admin import DatedAdmin, ReadOnlyAdmin
 from core.admin_figures import FiguresAdmin, FiguresInline
+from loans import admin_sharing  # noqa: F401 - registers the sharing groups' pages
 from loans.admin_ledger import AmendmentInline
 from loans.models import (
     Alert,

@@ -87,7 +87,7 @@ class Migration(migrations.Migration):
             options={
                 'verbose_name': 'sharing membership',
                 'verbose_name_plural': 'sharing memberships',
-                'ordering': ['group', 'joins_at', 'contract'],
+                'ordering': ['group', 'joins_at', 'contract_id'],
             },
         ),
         migrations.RemoveConstraint(

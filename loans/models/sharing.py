@@ -53,7 +53,7 @@ class SharingMember(models.Model):
     changed_at = models.DateTimeField(_("changed at"), auto_now=True)
 
     class Meta:
-        ordering = ["group", "joins_at", "contract"]
+        ordering = ["group", "joins_at", "contract_id"]
         verbose_name = _("sharing membership")
         verbose_name_plural = _("sharing memberships")
         constraints = [

@@ -173,22 +173,27 @@ class Ledger:
         return next((e for e in self.entries if e.period.contains(self.now)), None)
 
 
-def _statements(contract: Contract) -> list[Statement]:
+def _statements(contract: Contract, shared: bool) -> list[Statement]:
+    """Its statements with their correction lines, and their sharing lines where it has
+    been in a group (`shared`)."""
     cached = getattr(contract, "_prefetched_objects_cache", {}).get("statements")
     if cached is not None:
         return sorted(cached, key=lambda s: s.period_index)
-    return list(Statement.objects.filter(contract=contract).prefetch_related(
-        Prefetch("corrections", queryset=CorrectionLine.objects.order_by("period_index")),
-        Prefetch("sharing_lines", queryset=SharingLine.objects.select_related(
+    lines = [Prefetch("corrections", queryset=CorrectionLine.objects.order_by("period_index"))]
+    if shared:
+        lines.append(Prefetch("sharing_lines", queryset=SharingLine.objects.select_related(
             "counterpart__tenant", "group")))
-        .order_by("period_index"))
+    return list(Statement.objects.filter(contract=contract).prefetch_related(*lines)
+                .order_by("period_index"))
 
 
 def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None) -> Ledger:
     """The contract's ledger as of `now`: a constant number of queries whatever its length.
     Its periods that ended in a sharing group carry their sharing (`groups`: the close's, so
     that every member of a group reads the same usage)."""
-    statements = _statements(contract)
+    if groups is None:
+        groups = sharing.groups_of([contract.pk])
+    statements = _statements(contract, bool(groups.rows))
     by_index = {s.period_index: s for s in statements if s.kind == Statement.Kind.PERIOD}
     lines: dict[int, list[CorrectionLine]] = {}
     for statement in statements:
@@ -210,10 +215,8 @@ def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None
 
 
 def _with_sharing(contract: Contract, entries: list[PeriodEntry], now: datetime,
-                  groups: sharing.Groups | None) -> list[PeriodEntry]:
+                  groups: sharing.Groups) -> list[PeriodEntry]:
     """The ended periods shared in a group, each with its sharing at the usage held now."""
-    if groups is None:
-        groups = sharing.groups_of([contract.pk])
     if not groups.rows:
         return entries
     found = [(e, g) for e in entries if e.state != "open"

@@ -24,6 +24,8 @@ from loans.models import (
     Membership,
     Plan,
     Recommendation,
+    SharingGroup,
+    SharingMember,
     Tenant,
 )
 from metering.models import Node, Reattribution
@@ -165,6 +167,21 @@ TABLE = {
     "tenant-advise": ("GET", "/en/tenants/vision/advise/",
                       {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
                        "operator": 200}),
+    # Sharing groups: members read the groups their tenant's contracts are in (the group's
+    # totals and team names); operators read every group and change them.
+    "api-sharing-groups": ("GET", "/api/v1/sharing-groups/",
+                           {"*": 200, "anonymous": 401, "agent": 401}),
+    "api-sharing-groups-create": ("POST", "/api/v1/sharing-groups/",
+                                  {"*": 403, "anonymous": 401, "agent": 401, "operator": 400}),
+    "api-sharing-group": ("GET", "/api/v1/sharing-groups/{g}/",
+                          {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                           "operator": 200}),
+    "api-sharing-group-contracts": ("POST", "/api/v1/sharing-groups/{g}/contracts/",
+                                    {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                                     "operator": 400}),
+    "api-sharing-group-contract": ("DELETE", "/api/v1/sharing-groups/{g}/contracts/{c}/",
+                                   {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                                    "operator": 200}),
     # The admin: operators only; everyone else is sent to its login.
     "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "operator": 200}),
 }
@@ -175,10 +192,12 @@ MUTATORS = {
     "burst-reject": {"operator"}, "burst-prioritise": {"operator"},
     "recommendation-decide": {"lead"}, "burst-ask": {"lead"},
     "burst-cancel-page": {"lead", "operator"},  # one rule for the page and the API
+    "api-sharing-group-contract": {"operator"},
 }
 # Names the table uses for URLs that share a name with another (or have none).
 ALIASES = {"burst-cancel-page": "burst-cancel", "admin-index": None,
-           "api-contract-amend": "api-contract-amendments"}
+           "api-contract-amend": "api-contract-amendments",
+           "api-sharing-groups-create": "api-sharing-groups"}
 
 
 def every_url_name(patterns=None) -> set[str]:
@@ -232,6 +251,9 @@ class World:
         move = Reattribution.objects.create(
             scope="unattributed", start=now - timedelta(days=1), end=now, tenant=tenant,
             gpu_hours=0, samples=0, reason="r", author=self.users["operator"])
+        group = SharingGroup.objects.create(name="org", currency="CNY")
+        SharingMember.objects.create(group=group, contract=contract,
+                                     joins_at=contract.periods()[0].start)
         self.token = node.issue_token()
         self.sessions = {}
         for actor, user in self.users.items():
@@ -239,7 +261,7 @@ class World:
             client.force_login(user)
             self.sessions[actor] = client.cookies[django_settings.SESSION_COOKIE_NAME].value
         self.ids = {"c": contract.pk, "p": plan.pk, "b": burst.pk, "r": rec.pk, "n": node.pk,
-                    "a": move.pk}
+                    "a": move.pk, "g": group.pk}
 
     def client(self, actor: str, **kwargs) -> Client:
         """A fresh client for the actor, logged in where it has a user: a case that logs out
@@ -283,7 +305,9 @@ def fingerprint() -> tuple:
             list(Recommendation.objects.values_list("pk", "state")),
             list(Node.objects.values_list("pk", "token_hash")),
             list(Contract.objects.values_list("pk", "term_months", "status")),
-            Amendment.objects.count(), Reattribution.objects.count())
+            Amendment.objects.count(), Reattribution.objects.count(),
+            list(SharingMember.objects.values_list("pk", "leaves_at")),
+            SharingGroup.objects.count())
 
 
 CASES = [(name, actor) for name in TABLE for actor in ACTORS]
@@ -366,6 +390,8 @@ def check_case(world: World, name: str, actor: str) -> None:
     before = fingerprint()
     if method == "GET":
         response = client.get(url)
+    elif method == "DELETE":
+        response = client.delete(url)
     else:
         body, content_type = body_for(name, world.ids)
         kwargs = {"content_type": content_type} if content_type else {}
