@@ -4,7 +4,9 @@ first local midnight (so every period of theirs has its data from its start) to 
 Every value is drawn from a random generator seeded by what it describes (tenant and day), so a
 second run writes the same rows and only adds the hours that have passed since: the seed is
 idempotent. Four stories: vision heads for overage, nlp wastes its commitment, speech holds GPUs
-that sit idle, recsys fits its plan; one node runs unattributed sandbox work.
+that sit idle, recsys fits its plan; one node runs unattributed sandbox work. vision and nlp
+belong to one organisation and share their commitments (a sharing group): nlp's unused hours
+cover vision's overage at each close.
 """
 
 import random
@@ -20,7 +22,8 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 
 from loans.maths.billing import local_midnight
-from loans.models import Contract, Membership, Plan, Tenant
+from loans.models import Contract, Membership, Plan, SharingGroup, SharingMember, Tenant
+from loans.services import sharing
 from metering import owners, partitions
 from metering.attribution import Attributor, Rule
 from metering.models import (
@@ -38,6 +41,7 @@ HOUR = timedelta(hours=1)
 SIGNED_BEFORE = timedelta(days=14)
 DEMO_PASSWORD = "gpuloans-demo"
 OPERATOR = ("operator", "gpuloans-operator")
+SHARING = ("Acme AI", ("vision", "nlp"))  # the demo's sharing group and its teams
 GPU_NAMESPACE = uuid.UUID("9b0d7c52-5f1e-4c1a-9b53-2f5d1c3e8a10")
 
 H100 = ("NVIDIA H100 80GB HBM3", 81559)
@@ -133,6 +137,7 @@ def seed(
             for node_name, model in story.nodes:
                 _node(node_name, model, tenant)
         _node(*SANDBOX_NODE, None)
+        _group(tenants, now)
         log(f"tenants: {', '.join(tenants)}; nodes: {Node.objects.count()}")
 
     end = floor_hour(now)
@@ -176,6 +181,17 @@ def _plans() -> dict[str, Plan]:
         )
         plans[name] = plan
     return plans
+
+
+def _group(tenants: dict[str, Tenant], now: datetime) -> None:
+    """The sharing group, its teams sharing from their contracts' first period."""
+    name, slugs = SHARING
+    group, _created = SharingGroup.objects.get_or_create(
+        name=name, defaults={"currency": settings.DEFAULT_CURRENCY})
+    for slug in slugs:
+        contract = tenants[slug].contracts.filter(status=Contract.Status.ACTIVE).first()
+        if contract is not None and not SharingMember.objects.filter(contract=contract).exists():
+            sharing.join(group, contract, by=None, now=now)
 
 
 def _user(username: str, password: str, staff: bool = False):

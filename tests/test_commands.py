@@ -1,6 +1,9 @@
 """Management commands, run the way an operator runs them."""
 
+import csv
+import io
 from datetime import timedelta
+from decimal import Decimal
 from io import StringIO
 
 import pytest
@@ -11,6 +14,7 @@ from django.utils import timezone
 from loans.demo import OPERATOR, STORIES
 from loans.models import ApiToken, Contract, Membership, Plan, Tenant
 from loans.services import ledger
+from loans.services.closing import close_due_periods
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount
@@ -167,3 +171,30 @@ def test_simulate_agents_needs_the_demo_and_a_web_address(db):
         run("simulate_agents", "--rounds", "1")
     with pytest.raises(CommandError, match="must be an http:// or https:// address"):
         run("simulate_agents", "--server", "file:///etc/passwd", "--rounds", "1")
+
+
+def test_the_demos_vision_borrows_nlps_unused_hours_and_every_view_agrees(db, client):
+    """vision and nlp share a group: at the first close nlp's unused hours cover vision's
+    overage, and the page, the API, the CSV and FOCUS say the same saving and totals."""
+    run("seed_demo", "--days", "40")
+    close_due_periods(timezone.now())
+    vision, nlp = (Contract.objects.get(tenant__slug=s) for s in ("vision", "nlp"))
+    first = vision.statements.get(period_index=0)
+    [borrowed] = first.sharing_lines.all()
+    assert (borrowed.kind, borrowed.counterpart_id) == ("borrowed", nlp.pk)
+    assert first.overage_gpu_hours == 0 and first.sharing_saving > 0
+    [lent] = nlp.statements.get(period_index=0).sharing_lines.all()
+    assert (lent.gpu_hours, lent.amount) == (borrowed.gpu_hours, borrowed.amount)
+    client.force_login(Membership.objects.get(tenant__slug="vision", role="lead").user)
+    body = client.get(f"/api/v1/contracts/{vision.pk}/statements").json()
+    focus = client.get(f"/api/v1/contracts/{vision.pk}/statements?format=focus")
+    page = client.get("/en/tenants/vision/?period=1").content.decode()
+    [stated] = [s for s in body["statements"] if s["number"] == 1]
+    assert stated["total"] == f"{first.total_cost:.2f}"
+    assert stated["sharing"]["saving"] == f"{first.sharing_saving:.2f}"
+    assert f'data-saving="{first.sharing_saving}"' in page
+    assert f'data-total="{first.total_cost}"' in page
+    rows = list(csv.DictReader(io.StringIO(focus.content.decode())))
+    assert sum(Decimal(r["BilledCost"]) for r in rows if r["InvoiceId"] == f"{vision.pk}-1") \
+        == first.total_cost
+    assert any(r["CommitmentDiscountId"] == f"contract-{nlp.pk}" for r in rows)

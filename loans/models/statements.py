@@ -146,6 +146,19 @@ class Statement(models.Model):
         return 1 if self.upfront_fee else 0
 
     @property
+    def shared_lines(self) -> list:
+        """Its lent and borrowed lines (none, and no query, outside a group)."""
+        if self.standalone_overage_cost is None:
+            return []
+        return list(self.sharing_lines.all())
+
+    @property
+    def page_rows(self) -> int:
+        """Rows the page's statement table gives it under its heading."""
+        shared = len(self.shared_lines) + 1 if self.standalone_overage_cost is not None else 0
+        return len(self.corrections.all()) + 3 + self.upfront_fee_rows + shared
+
+    @property
     def sharing_saving(self) -> Decimal:
         """What sharing saved this period (0 outside a group)."""
         if self.standalone_overage_cost is None:

@@ -115,7 +115,28 @@ class PeriodEntry:
         """Its cost at the usage the meter holds now: final once closed and corrected."""
         return self.terms.cost(self.metered)
 
-    # What the periods table shows.
+    # What the periods table shows: in a sharing group, the money after sharing.
+    @property
+    def overage_cost(self) -> Decimal:
+        return self.shared.overage_cost if self.shared else self.cost.overage_cost
+
+    @property
+    def shared_cost(self) -> Decimal:
+        """Paid for committed GPU-hours borrowed less credited for those lent."""
+        return self.shared.shared_cost if self.shared else ZERO
+
+    @property
+    def total(self) -> Decimal:
+        return self.cost.committed_cost + self.overage_cost + self.shared_cost
+
+    @property
+    def borrowed_gpu_hours(self) -> Decimal:
+        return self.shared.borrowed_gpu_hours if self.shared else ZERO
+
+    @property
+    def lent_gpu_hours(self) -> Decimal:
+        return self.shared.lent_gpu_hours if self.shared else ZERO
+
     @property
     def committed_gpu_hours(self) -> Decimal:
         return self.terms.committed_gpu_hours

@@ -326,10 +326,12 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
         "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
         "busy_gpu_hours", "corrected_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
         "committed_rate", "overage_rate", "committed_cost", "overage_cost", "total_cost",
-        "billed_so_far", "currency", "completeness", "data_from",
+        "billed_so_far", "currency", "completeness", "data_from", "borrowed_gpu_hours",
+        "lent_gpu_hours", "sharing_cost",
     ])
     for row in ledger.read(contract, timezone.now()).entries:
         cost, currency = row.cost, row.terms.currency
+        places = -billing.minor_unit(currency).as_tuple().exponent
         writer.writerow([
             row.period.index + 1, row.period.start.astimezone(zone).isoformat(),
             row.period.end.astimezone(zone).isoformat(), CSV_STATES[row.state],
@@ -338,10 +340,12 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
                 row.corrected_gpu_hours, cost.overage_gpu_hours, cost.unused_gpu_hours)),
             _fixed(row.terms.committed_rate, RATE_PLACES),
             _fixed(row.terms.overage_rate, RATE_PLACES),
-            *(_fixed(m, -billing.minor_unit(currency).as_tuple().exponent) for m in (
-                cost.committed_cost, cost.overage_cost, cost.total, row.billed_money)),
+            *(_fixed(m, places) for m in (
+                cost.committed_cost, row.overage_cost, row.total, row.billed_money)),
             currency, "" if row.completeness is None else _fixed(row.completeness, 3),
             "" if row.data_from is None else row.data_from.astimezone(zone).isoformat(),
+            _fixed(row.borrowed_gpu_hours, GPU_HOURS_PLACES),
+            _fixed(row.lent_gpu_hours, GPU_HOURS_PLACES), _fixed(row.shared_cost, places),
         ])
     return response
 

@@ -152,6 +152,8 @@ def test_the_statements_api_shows_each_side_its_lines_and_the_saving(client, ope
         body = client.get(f"/api/v1/contracts/{borrower.pk}/statements").json()
         credit = client.get(f"/api/v1/contracts/{lender.pk}/statements").json()
         group = client.get("/api/v1/sharing-groups/").json()[0]
+        page = client.get(f"/en/tenants/vision/?contract={borrower.pk}").content.decode()
+        table = client.get(f"/en/tenants/vision/periods.csv?contract={borrower.pk}")
     [first] = body["statements"]
     borrowed = [line for line in first["lines"] if line["kind"] == "borrowed"]
     assert borrowed == [{"kind": "borrowed", "gpu_hours": "30.000000", "rate": "10.0000",
@@ -161,6 +163,14 @@ def test_the_statements_api_shows_each_side_its_lines_and_the_saving(client, ope
     assert first["sharing"] == {"overage_without_sharing": "360.00", "shared_cost": "300.00",
                                 "saving": "60.00"}
     assert first["total"] == "1300.00"
+    # The page and the CSV say the same.
+    assert "Borrowed from NLP (org), at its committed rate" in page
+    assert 'data-amount="300.0000"' in page and 'data-saving="60.0000"' in page
+    assert 'data-total="1300.0000"' in page and 'data-borrowed="30.000000"' in page
+    header, row = table.content.decode().splitlines()[:2]
+    figures = dict(zip(header.split(","), row.split(","), strict=True))
+    assert (figures["total_cost"], figures["borrowed_gpu_hours"], figures["sharing_cost"],
+            figures["billed_so_far"]) == ("1300.00", "30.0", "300.00", "1300.00")
     [lent] = [line for line in credit["statements"][0]["lines"] if line["kind"] == "lent"]
     assert (lent["amount"], lent["counterpart"]["tenant"]) == ("-300.00", "VISION")
     assert group["statements"] == [{
