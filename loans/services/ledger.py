@@ -172,6 +172,7 @@ class Ledger:
     now: datetime
     entries: list[PeriodEntry]  # every period that has started, in order
     statements: list[Statement]  # every statement, period and corrections ones, in order
+    groups: sharing.Groups = field(default_factory=sharing.Groups)  # the groups it shared
 
     @property
     def pending(self) -> list[tuple[PeriodEntry, Correction]]:
@@ -232,7 +233,8 @@ def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None
             metered=billing.gpu_hours(metered.allocated_gpu_hours),
             busy=billing.gpu_hours(metered.busy_gpu_hours), statement=statement,
             lines=lines.get(period.index, [])))
-    return Ledger(contract, now, _with_sharing(contract, entries, now, groups), statements)
+    return Ledger(contract, now, _with_sharing(contract, entries, now, groups), statements,
+                  groups)
 
 
 def _with_sharing(contract: Contract, entries: list[PeriodEntry], now: datetime,

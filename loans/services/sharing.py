@@ -49,7 +49,7 @@ def groups_of(contract_ids: list[int]) -> Groups:
     if not group_ids:
         return Groups()
     rows = list(SharingMember.objects.filter(group_id__in=group_ids)
-                .select_related("contract", "contract__plan", "contract__tenant"))
+                .select_related("contract", "contract__plan", "contract__tenant", "group"))
     with_amendments(list({r.contract_id: r.contract for r in rows}.values()))
     return Groups(rows)
 

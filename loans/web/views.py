@@ -10,6 +10,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Q
@@ -43,7 +44,7 @@ from loans.models import (
     Tenant,
     policies_of,
 )
-from loans.services import charts, dashboard, ledger, overage
+from loans.services import charts, dashboard, ledger, overage, pooled, what_if
 from loans.services import fleet_status as fleet
 from loans.web.bursts import form_for as burst_form_for
 from metering.usage import fleet as metering_fleet
@@ -140,11 +141,23 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "loans/tenant.html", context, status=400)
     book = ledger.read(contract, now)
     context.update(_contract_context(request, tenant, contract, book, choice, now))
+    context.update(_pool(contract, book, now))
     if choice == dashboard.WHOLE_CONTRACT:
         context.update(_whole_contract(contract, book.entries))
     elif choice is not None:
         context.update(_period(contract, book, choice, now))
     return render(request, "loans/tenant.html", context)
+
+
+def _pool(contract: Contract, book: ledger.Ledger, now: datetime) -> dict:
+    """The sharing group's pooled burn-down beside the team's own, where it shares now."""
+    pool = pooled.pool_of(contract, now, book.groups)
+    if pool is None:
+        return {}
+    overage, covered = pool.covered(contract.pk)
+    own = next(g for c, g in pool.members if c.pk == contract.pk)
+    return {"pool": pool, "own_remaining": own.remaining_gpu_hours, "team_overage": overage,
+            "team_covered": covered}
 
 
 def _meter_checks(request: HttpRequest, now: datetime, tenant_id: int) -> list:
@@ -364,6 +377,27 @@ def _fixed(value, places: int) -> str:
     return f"{Decimal(str(value)).quantize(step, rounding=ROUND_HALF_UP):f}"
 
 
+def _what_if(statuses: list, now: datetime) -> list:
+    """What sharing would have saved each set of running contracts with one calendar and
+    currency, over their last three stated periods (those with a saving): their recent
+    statements read in one query."""
+    sets = what_if.candidates([s.contract for s in statuses])
+    stated = what_if.stated_of([c for contracts in sets for c in contracts],
+                               since=now - timedelta(days=31 * (WHAT_IF_PERIODS + 1)))
+    out = []
+    for contracts in sets:
+        try:
+            replay = what_if.what_if(contracts, WHAT_IF_PERIODS, stated)
+        except ValidationError:  # statements of another calendar (an ended contract's)
+            continue
+        if replay.periods and replay.saving > 0:
+            out.append(replay)
+    return sorted(out, key=lambda r: -r.saving)
+
+
+WHAT_IF_PERIODS = 3
+
+
 def _fleet_sort(request: HttpRequest) -> tuple[str, bool]:
     sort = request.GET.get("sort", "projected")
     if sort not in fleet.SORTS:
@@ -385,6 +419,7 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
     month_ago = now - timedelta(days=30)
     page = Paginator(seen.statuses, FLEET_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "loans/fleet.html", {
+        "sharing_pools": pooled.pools(now), "what_if": _what_if(seen.statuses, now),
         "page": page, "rows": _with_admission(page.object_list),
         "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
         "fleet_query": urlencode({"sort": sort, "dir": "desc" if descending else "asc"}) + "&",

@@ -3,15 +3,17 @@ period not begun; a contract of another calendar or currency is refused with the
 lead reads its own group's members and totals, never another group; nothing else writes."""
 
 import json
+import re
 from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
 import time_machine
+from django.utils import timezone
 
 from loans.models import Contract, Plan, SharingGroup, SharingMember, Statement, Tenant
 from loans.services.closing import close_due_periods
-from tests.ledger import GRACE, JAN, attribute, long_retention, meter  # noqa: F401
+from tests.ledger import GRACE, JAN, attribute, long_retention, meter, node  # noqa: F401
 
 D = Decimal
 pytestmark = pytest.mark.usefixtures("long_retention")
@@ -206,3 +208,33 @@ def test_the_admin_adds_a_contract_and_shows_a_refusal_on_the_form(client, opera
     assert group.members.count() == 1
     page = client.get(url).content.decode()
     assert f"{vision}" in page  # the members over time
+
+
+def test_the_lead_sees_the_groups_remaining_commitment_and_the_fleet_each_pool(
+        client, lead, operator, contract, other_tenant):
+    """This period: vision runs 8 GPUs for four days (far past its 1,000 GPU-h), speech
+    one GPU for a day: the group covers part of vision's projected overage."""
+    vision, speech = contract, signed(other_tenant, committed="2000")
+    client.force_login(operator)
+    post(client, "/api/v1/sharing-groups/", {"name": "org", "currency": "CNY",
+                                             "contracts": [vision.pk, speech.pk]})
+    attribute(vision.tenant)
+    attribute(speech.tenant)
+    period = vision.period_at(timezone.now())
+    meter("vision", period.start, 96, gpus=8)
+    meter("speech", period.start, 24, gpu_prefix="SP", on=node("gpu-node-02"))
+    at = period.start + timedelta(days=4, hours=1)
+    with time_machine.travel(at, tick=False):
+        client.force_login(lead)
+        page = client.get("/en/tenants/vision/").content.decode()
+        client.force_login(operator)
+        fleet = client.get("/en/fleet/").content.decode()
+    assert "Sharing group org" in page
+    # 768 of vision's 1,000 and 24 of speech's 2,000 are used.
+    assert ("The group's 2 teams have 2,208.0 of 3,000.0 committed GPU-h left this period; "
+            "this team's own: 232.0 GPU-h.") in page
+    forecast = re.search(r'data-overage="([0-9.]+)" data-covered="([0-9.]+)"', page)
+    overage, covered = (Decimal(x) for x in forecast.groups())
+    assert 0 < covered < overage  # speech's projected unused hours cover part of it
+    assert "the group is projected to cover" in page
+    assert '<tr data-group="org">' in fleet
