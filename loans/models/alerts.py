@@ -21,6 +21,8 @@ class Alert(models.Model):
         DEVICE_REFUSED = "device_refused", _("device refused")
         METER_MISMATCH = "meter_mismatch", _("meters disagree")
         BUDGET_USED = "budget_used", _("overage budget spent")
+        GROUP_RUNNING_OUT = "group_running_out", _("sharing group running out")
+        ALL_LENT = "all_lent", _("unused hours all lent")
 
     class State(models.TextChoices):
         OPEN = "open", _("open")

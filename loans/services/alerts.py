@@ -14,7 +14,7 @@ from django.utils.translation import gettext_noop
 from core.wording import Wording, worded
 from loans.maths.billing import money
 from loans.models import Alert, Contract, Tenant, policy_of
-from loans.services import dashboard
+from loans.services import dashboard, pooled
 from loans.services.notify import notify_alert
 from metering.usage import fleet, floor_hour, slurm
 
@@ -298,7 +298,39 @@ def conditions(now: datetime) -> list[Condition]:
                      .select_related("tenant", "plan"))
     found = [c for contract in contracts for c in contract_conditions(contract, now)]
     return (found + idle_conditions(now, contracts) + node_conditions(now)
-            + refusal_conditions(now) + mismatch_conditions(now))
+            + refusal_conditions(now) + mismatch_conditions(now) + group_conditions(now))
+
+
+def group_conditions(now: datetime) -> list[Condition]:
+    """For each team of a sharing group, at the pace of the last week: the group running out
+    of its pooled commitment (sharing will not cover its overage), and a lender whose unused
+    committed hours will all be lent (it has none to spare for a late surge of its own)."""
+    out = []
+    for pool in pooled.pools(now):
+        start = pool.members[0][1].period.start
+        subject = f"group:{pool.group.pk}:{start:%Y%m%d%H%M}"
+        short = pool.projected_gpu_hours - pool.committed_gpu_hours
+        for contract, glance in pool.members:
+            tenant = contract.tenant
+            if short > 0:
+                out.append(Condition(Kind.GROUP_RUNNING_OUT, f"{subject}:{contract.pk}",
+                                     tenant.pk, worded(gettext_noop(
+                    "At the last week's pace the sharing group %(group)s will use %(hours)s "
+                    "GPU-h above its teams' pooled commitment this period: sharing will not "
+                    "cover that overage."), {"group": pool.group.name,
+                                             "hours": f"{short:,.0f}"}),
+                    {"group": pool.group.name, "projected_short_gpu_hours": str(short)}))
+            shared = pool.projected[contract.pk]
+            unused = glance.projected_cost.unused_gpu_hours
+            if unused > 0 and shared.lent_gpu_hours >= unused:
+                out.append(Condition(Kind.ALL_LENT, f"{subject}:{contract.pk}", tenant.pk,
+                                     worded(gettext_noop(
+                    "At the last week's pace all %(hours)s committed GPU-h %(tenant)s leaves "
+                    "unused this period will be lent to partners in %(group)s."), {
+                        "hours": f"{unused:,.0f}", "tenant": tenant.name,
+                        "group": pool.group.name}),
+                    {"group": pool.group.name, "lent_gpu_hours": str(shared.lent_gpu_hours)}))
+    return out
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ e-mail and by a webhook that is retried until the receiver takes it."""
 import ipaddress
 import json
 import threading
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -15,10 +15,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from config.celery import app
-from loans.models import Alert, Amendment, Contract, OveragePolicy
+from loans.models import Alert, Amendment, Contract, OveragePolicy, Plan, SharingGroup, Tenant
+from loans.services import sharing
 from loans.services.alerts import evaluate_alerts
 from loans.tasks import check_alerts
 from metering.models import Gpu, Node
+from tests.ledger import attribute, meter, node
 from tests.story import NOW
 
 
@@ -313,3 +315,33 @@ def test_projected_unused_commitment_opens_and_clears_when_the_commitment_is_low
     assert float(alert.details["projected_waste"]) > 0
     commit(contract, 1400)
     assert alert.pk in [a.pk for a in evaluate_alerts(NOW).resolved]
+
+
+def test_a_sharing_group_running_out_and_a_lender_lending_everything_alert_each_team(
+        db, settings):
+    """Two teams share: vision far over its commitment, speech a little under; at the last
+    week's pace the group runs out, and speech's unused hours all go to vision."""
+    settings.RAW_RETENTION_DAYS = 3650
+    vision, speech = (Tenant.objects.create(slug=s, name=s.title()) for s in ("vision", "speech"))
+    plan = Plan.objects.create(name="Small", base_quota_gpus=1, max_quota_gpus=8,
+                               committed_gpu_hours=Decimal(300), committed_rate=Decimal(10),
+                               term_months=3, currency="CNY")
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    group = SharingGroup.objects.create(name="org", currency="CNY")
+    for tenant in (vision, speech):
+        attribute(tenant)
+        contract = Contract(tenant=tenant, plan=plan, starts_on=start.date(), time_zone="UTC",
+                            status=Contract.Status.ACTIVE)
+        contract.full_clean()
+        contract.save()
+        sharing.join(group, contract, by=None, now=start - timedelta(days=1))
+    meter("vision", start, 240, gpus=2)
+    meter("speech", start, 24, gpu_prefix="SP", on=node("gpu-node-02"))
+    evaluate_alerts(start + timedelta(days=10))
+    kinds = {(a.kind, a.tenant.slug) for a in Alert.objects.filter(state="open")
+             if a.kind in ("group_running_out", "all_lent")}
+    assert kinds == {("group_running_out", "vision"), ("group_running_out", "speech"),
+                     ("all_lent", "speech")}
+    [lent] = Alert.objects.filter(kind="all_lent")
+    assert "committed GPU-h Speech leaves unused this period will be lent to partners in org" \
+        in str(lent.message)
