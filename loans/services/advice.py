@@ -16,7 +16,7 @@ from core.wording import Wording, worded
 from loans.maths import quotas, recommend
 from loans.maths.billing import Terms
 from loans.models import BurstRequest, Contract, Recommendation
-from loans.services import plan_advice
+from loans.services import plan_advice, pooled_advice
 from metering import usage
 from metering.usage.series import tenant_series
 
@@ -257,7 +257,10 @@ def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
     period_hours = period_hours_of(contract)
     past = history(contract, now)
     term = term_model(contract, past, period_hours, now)
-    drafts = [commitment_draft(contract, past, period_hours, now, term),
+    alone = commitment_draft(contract, past, period_hours, now, term)
+    # In a sharing group the commitment is priced on the group's pooled usage.
+    grouped, shared = pooled_advice.pooled_draft(contract, now, period_hours, alone)
+    drafts = [shared if grouped else alone,
               *quota_drafts(contract, past, now, term),
               plan_draft(contract, past, period_hours, now, term)]
     return [d for d in drafts if d is not None]

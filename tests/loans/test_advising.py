@@ -1,13 +1,21 @@
 """The recommendation job on metered usage, and a lead's accept / dismiss."""
 
+import math
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
 from django.core.management import call_command
 
-from loans.models import Plan, Recommendation
-from loans.services.advice import History, plan_draft, refresh_recommendations, same_advice
+from loans.models import Contract, Plan, Recommendation, SharingGroup
+from loans.services import sharing
+from loans.services.advice import (
+    History,
+    drafts_for,
+    plan_draft,
+    refresh_recommendations,
+    same_advice,
+)
 from loans.services.amendments import amend
 from loans.tasks import recommend
 from tests.story import NOW
@@ -299,3 +307,31 @@ def test_a_commitment_changed_now_is_held_for_the_rest_of_the_term_or_the_next(c
     assert periods_ahead(contract, NOW) == (10, False)  # period 2 of 12; from period 3 on
     last = contract.periods()[-1]
     assert periods_ahead(contract, last.start + timedelta(days=3)) == (12, True)
+
+
+def test_in_a_sharing_group_the_commitment_is_priced_on_the_pooled_usage(
+        contract, metered, other_tenant):
+    """vision shares with speech, which commits 1,000 GPU-h and uses none: the group's
+    pooled optimum less speech's 1,000 is vision's commitment, far under what vision alone
+    would be advised; the advice says how much of the saving pooling brings."""
+    speech = Contract(tenant=other_tenant, plan=contract.plan, starts_on=contract.starts_on,
+                      time_zone=contract.time_zone, status=Contract.Status.ACTIVE)
+    speech.full_clean()
+    speech.save()
+    alone = {d.kind: d for d in drafts_for(contract, NOW)}["commitment"]
+    group = SharingGroup.objects.create(name="org", currency="CNY")
+    for member in (contract, speech):
+        sharing.join(group, member, by=None, now=NOW - timedelta(days=60))
+    refresh_recommendations(NOW)
+    pooled = Recommendation.objects.get(contract=contract, kind="commitment", state="open")
+    evidence = pooled.evidence["pooled"]
+    assert evidence["group"] == "org" and evidence["partners_commit"] == 1000
+    assert int(pooled.recommended) == max(0, math.ceil(evidence["pooled_optimum"]) - 1000)
+    assert int(pooled.recommended) < int(alone.recommended)
+    assert evidence["standalone_recommended"] == float(alone.recommended)
+    costs = evidence["group_costs"]
+    assert Decimal(costs["recommended"]) < Decimal(costs["standalone"])
+    assert Decimal(evidence["saving_from_pooling"]) == (
+        Decimal(costs["standalone"]) - Decimal(costs["recommended"]))
+    assert pooled.message.startswith(f"Sharing in org, commit {int(pooled.recommended):,} GPU-h")
+    assert "comes from pooling" in pooled.message
