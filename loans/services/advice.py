@@ -15,7 +15,7 @@ from django.utils.translation import gettext_noop
 from core.wording import Wording, worded
 from loans.maths import quotas, recommend
 from loans.maths.billing import Terms
-from loans.models import BurstRequest, Contract, Recommendation
+from loans.models import BurstRequest, Contract, Recommendation, SharingMember
 from loans.services import plan_advice, pooled_advice
 from metering import usage
 from metering.usage.series import tenant_series
@@ -46,11 +46,22 @@ class History:
     peaks: list[float]
 
 
-def history(contract: Contract, now: datetime) -> History:
+def series_of(tenant_id: int, now: datetime, cache: dict | None = None):
+    """The tenant's last HISTORY_DAYS by the hour (kept in `cache`, where given: a sharing
+    group's teams read each other's)."""
+    if cache is not None and tenant_id in cache:
+        return cache[tenant_id]
+    end = usage.floor_hour(now)
+    found = tenant_series(tenant_id, end - timedelta(days=HISTORY_DAYS), end)
+    if cache is not None:
+        cache[tenant_id] = found
+    return found
+
+
+def history(contract: Contract, now: datetime, cache: dict | None = None) -> History:
     """The tenant's last HISTORY_DAYS by the hour, oldest first, from its first metered hour:
     hours before the meter saw it are no history, not idle time."""
-    end = usage.floor_hour(now)
-    hours = tenant_series(contract.tenant_id, end - timedelta(days=HISTORY_DAYS), end)
+    hours = series_of(contract.tenant_id, now, cache)
     first = next((k for k, n in enumerate(hours.counts) if n), len(hours.counts))
     return History(hours.allocated[first:], hours.busy[first:], hours.peaks[first:])
 
@@ -251,15 +262,16 @@ def period_hours_of(contract: Contract) -> int:
     return round(statistics.fmean(p.hours for p in contract.periods()))
 
 
-def drafts_for(contract: Contract, now: datetime) -> list[Draft]:
+def drafts_for(contract: Contract, now: datetime, cache: dict | None = None) -> list[Draft]:
+    """The contract's advice now (`cache`: the hourly series read so far, by tenant)."""
     if contract.period_at(now) is None:
         return []
     period_hours = period_hours_of(contract)
-    past = history(contract, now)
+    past = history(contract, now, cache)
     term = term_model(contract, past, period_hours, now)
     alone = commitment_draft(contract, past, period_hours, now, term)
     # In a sharing group the commitment is priced on the group's pooled usage.
-    grouped, shared = pooled_advice.pooled_draft(contract, now, period_hours, alone)
+    grouped, shared = pooled_advice.pooled_draft(contract, now, period_hours, alone, cache)
     drafts = [shared if grouped else alone,
               *quota_drafts(contract, past, now, term),
               plan_draft(contract, past, period_hours, now, term)]
@@ -292,9 +304,19 @@ def refresh_recommendations(now: datetime) -> AdviceRun:
     created = updated = superseded = count = 0
     contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
         "plan", "tenant")
-    for contract in contracts:
+    # A sharing group's teams one after another, so each team's hours are read once for the
+    # group's pooled advice and forgotten when the next group begins.
+    group_of = dict(SharingMember.objects.filter(leaves_at__isnull=True)
+                    .values_list("contract_id", "group_id"))
+    cache: dict = {}
+    current = None
+    for contract in sorted(contracts, key=lambda c: (group_of.get(c.pk, 0), c.pk)):
+        group = group_of.get(contract.pk)
+        if group is None or group != current:
+            cache.clear()
+            current = group
         count += 1
-        c, u, s = refresh_contract(contract, drafts_for(contract, now), now)
+        c, u, s = refresh_contract(contract, drafts_for(contract, now, cache), now)
         created, updated, superseded = created + c, updated + u, superseded + s
     return AdviceRun(created, updated, superseded, count)
 

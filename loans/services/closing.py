@@ -38,13 +38,14 @@ def close_due_periods(now: datetime, progress: Callable[[list[Statement]], None]
                       ) -> CloseRun:
     """Write every statement that is due, for every contract that holds instants; `progress`
     is told of each contract's statements as they are written."""
-    written, count = [], 0
+    written, count, handled = [], 0, set()
     contracts = Contract.objects.filter(status__in=Contract.HOLDING).select_related(
         "plan", "tenant").order_by("pk")
     for contract in contracts:
         count += 1
-        if has_due(contract, now):
-            done = close_contract(contract, now)
+        if contract.pk not in handled and has_due(contract, now):
+            done, closed = _close(contract, now)
+            handled |= set(closed)  # a group's partners were closed with it
             written += done
             if progress and done:
                 progress(done)
@@ -61,6 +62,11 @@ def close_contract(contract: Contract, now: datetime) -> list[Statement]:
     """Write the contract's due statements, oldest first, and those of every contract it has
     shared a group with; [] if none is due or all are written already (safe to run
     concurrently)."""
+    return _close(contract, now)[0]
+
+
+def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int]]:
+    """close_contract, and the ids of the contracts it closed (the contract's partners)."""
     with transaction.atomic():
         ids = sharing.partners(contract)
         list(Contract.objects.select_for_update().filter(pk__in=ids).order_by("pk")
@@ -80,7 +86,7 @@ def close_contract(contract: Contract, now: datetime) -> list[Statement]:
                 if member.status == Contract.Status.ACTIVE:
                     Contract.objects.filter(pk=member.pk).update(status=Contract.Status.ENDED)
         _write_group_statements(groups, written)
-    return written
+    return written, ids
 
 
 def _write_periods(contract: Contract, book: ledger.Ledger, now: datetime

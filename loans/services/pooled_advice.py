@@ -6,7 +6,7 @@ team alone, both priced on the pooled usage)."""
 from __future__ import annotations  # advice and this module read each other
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
 
 from django.utils.translation import gettext_noop
@@ -15,8 +15,6 @@ from core.wording import worded
 from loans.maths import recommend
 from loans.models import Contract, SharingMember
 from loans.services import advice
-from metering import usage
-from metering.usage.series import tenant_series
 
 
 @dataclass(frozen=True)
@@ -27,7 +25,8 @@ class Pooled:
     hourly: list[float]  # the group's GPU-hours by the hour, summed over its teams
 
 
-def pooled_history(contract: Contract, now: datetime) -> Pooled | None:
+def pooled_history(contract: Contract, now: datetime, cache: dict | None = None
+                   ) -> Pooled | None:
     """The group the contract shares from its next period (where advice applies), with the
     teams' hourly usage summed, from the first hour any of them was metered."""
     ahead = next((p.start for p in contract.periods() if p.start > now), None)
@@ -42,9 +41,7 @@ def pooled_history(contract: Contract, now: datetime) -> Pooled | None:
                 and m.contract.status == Contract.Status.ACTIVE]
     if not partners:
         return None
-    end = usage.floor_hour(now)
-    start = end - timedelta(days=advice.HISTORY_DAYS)
-    series = [tenant_series(c.tenant_id, start, end) for c in [contract, *partners]]
+    series = [advice.series_of(c.tenant_id, now, cache) for c in [contract, *partners]]
     first = min((next((k for k, n in enumerate(s.counts) if n), len(s.counts))
                  for s in series), default=0)
     hourly = [sum(values) for values in zip(*(s.allocated for s in series), strict=True)]
@@ -54,11 +51,12 @@ def pooled_history(contract: Contract, now: datetime) -> Pooled | None:
 
 
 def pooled_draft(contract: Contract, now: datetime, period_hours: int,
-                 alone: advice.Draft | None) -> tuple[bool, advice.Draft | None]:
+                 alone: advice.Draft | None, cache: dict | None = None
+                 ) -> tuple[bool, advice.Draft | None]:
     """Whether the contract shares a group with partners from its next period, and its
     commitment draft priced on the group's pooled usage (None where the pooled optimum keeps
     its commitment, or the group has no period's worth of history)."""
-    pooled = pooled_history(contract, now)
+    pooled = pooled_history(contract, now, cache)
     if pooled is None:
         return False, None
     return True, _draft(pooled, contract, now, period_hours, alone)

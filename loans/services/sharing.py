@@ -55,9 +55,15 @@ def groups_of(contract_ids: list[int]) -> Groups:
 
 
 def partners(contract: Contract) -> list[int]:
-    """The contract and every contract that shared a group with it, by id."""
-    groups = groups_of([contract.pk])
-    return sorted({contract.pk} | {r.contract_id for r in groups.rows})
+    """The contract and every contract that shared a group with it, or with one of those
+    (a contract that moved between groups links them), by id: what is closed together."""
+    found, grown = {contract.pk}, True
+    while grown:
+        rows = set(SharingMember.objects.filter(
+            group__members__contract__in=found).values_list("contract_id", flat=True))
+        grown = not rows <= found
+        found |= rows
+    return sorted(found)
 
 
 def work_out(groups: Groups, pairs: list[tuple[int, billing.Period]], now: datetime) -> None:

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from loans.models import Plan, Tenant
-from loans.services import bursts
+from loans.models import Plan, SharingGroup, Tenant
+from loans.services import bursts, sharing
 from loans.services.advice import refresh_recommendations
 from loans.services.alerts import evaluate_alerts
 from loans.services.closing import close_due_periods
@@ -46,6 +46,7 @@ def names() -> set[str]:
 
     found = set()
     texts = [*Tenant.objects.values_list("slug", "name"), *Plan.objects.values_list("name"),
+             *SharingGroup.objects.values_list("name"),
              *Node.objects.values_list("name", "token_prefix"),
              *Gpu.objects.values_list("uuid", "model"), *Cluster.objects.values_list("name"),
              *get_user_model().objects.values_list("username"), *Group.objects.values_list("name"),
@@ -82,6 +83,11 @@ def english(page) -> set[str]:
 
 @pytest.fixture
 def story(lead, operator, contract, metered, pool):  # noqa: F811
+    # vision and speech share a group: the pages show the pool and the lent and borrowed
+    # lines, in Chinese too.
+    group = SharingGroup.objects.create(name="org", currency="CNY")
+    for member in (contract, pool):
+        sharing.join(group, member, by=None, now=NOW - timedelta(days=60))
     close_due_periods(NOW)
     refresh_recommendations(NOW)
     evaluate_alerts(NOW)
@@ -92,6 +98,7 @@ def story(lead, operator, contract, metered, pool):  # noqa: F811
 
 def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     assert story.recommendations.exists() and story.tenant.alerts.exists()
+    assert story.statements.filter(sharing_lines__kind="borrowed").exists()
     found = {}
 
     log_in(page, live_server.url, "lead", "/zh-hans/tenants/vision/")

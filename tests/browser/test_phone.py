@@ -1,12 +1,14 @@
 """The pages on a phone (390 x 844): nothing scrolls sideways, wide tables scroll inside
 their card, and the header keeps every link on its dark bar."""
 
-from datetime import date
+from datetime import date, timedelta
 
 import pytest
 
-from loans.models import Contract
+from loans.models import Contract, SharingGroup
+from loans.services import sharing
 from loans.services.alerts import evaluate_alerts
+from loans.services.closing import close_due_periods
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.story import NOW
 
@@ -42,8 +44,12 @@ def phone(browser):
                                            ("lead", "/zh-hans/tenants/vision/")])
 def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator, contract,
                                              other_tenant, plan, metered, who, path):
-    Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
-                            status=Contract.Status.ACTIVE)
+    theirs = Contract.objects.create(tenant=other_tenant, plan=plan,
+                                     starts_on=date(2026, 11, 1), status=Contract.Status.ACTIVE)
+    group = SharingGroup.objects.create(name="org", currency="CNY")
+    for member in (contract, theirs):  # the pool's card and the statements' shared lines
+        sharing.join(group, member, by=None, now=NOW - timedelta(days=60))
+    close_due_periods(NOW)
     evaluate_alerts(NOW)
     log_in(phone, live_server.url, who, path)
     phone.goto(live_server.url + path)
