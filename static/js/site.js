@@ -11,3 +11,28 @@
     });
   });
 })();
+
+// Tables that hold money become stacked rows on a phone (site.css, under 600 px): each cell
+// is labelled with its column's heading, counted from the right, so a row that starts with a
+// heading spanning several rows (a statement's) still finds its columns.
+(function () {
+  "use strict";
+  document.querySelectorAll("table.stack").forEach(function (table) {
+    var head = table.querySelector("thead tr");
+    if (!head) { return; }
+    var labels = [];
+    Array.prototype.forEach.call(head.cells, function (cell) {
+      for (var k = 0; k < (cell.colSpan || 1); k += 1) { labels.push(cell.textContent.trim()); }
+    });
+    table.querySelectorAll("tbody tr, tfoot tr").forEach(function (row) {
+      var column = labels.length;
+      for (var i = row.cells.length - 1; i >= 0; i -= 1) {
+        var cell = row.cells[i];
+        column -= cell.colSpan || 1;
+        if (column >= 0 && cell.tagName === "TD" && !cell.dataset.label) {
+          cell.dataset.label = labels[column + (cell.colSpan || 1) - 1];
+        }
+      }
+    });
+  });
+})();

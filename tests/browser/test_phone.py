@@ -57,3 +57,36 @@ def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator,
     widths = phone.evaluate(WIDTHS)
     assert widths["page"] <= widths["view"], widths
     assert phone.evaluate(HEADER) == []
+
+
+INSIDE = """(selector) => [...document.querySelectorAll(selector)].map(e => {
+  const r = e.getBoundingClientRect();
+  return [e.dataset.label || "", r.width > 0 && r.left >= 0 && r.right <= window.innerWidth];
+})"""
+
+
+@pytest.mark.parametrize(("who", "path", "money"), [
+    ("lead", "/en/tenants/vision/", "#statement-list td[data-total]"),
+    ("lead", "/en/tenants/vision/", "#periods td.num"),
+    ("lead", "/zh-hans/tenants/vision/", "#statement-list td[data-total]"),
+    ("operator", "/en/fleet/", "#fleet-table td.num"),
+])
+def test_money_is_on_screen_on_a_phone_as_labelled_stacked_rows(
+        live_server, phone, lead, operator, contract, other_tenant, plan, metered, who, path,
+        money):
+    """Tables that hold money scrolled sideways inside their card: the statements' totals
+    looked blank, the fleet's projected money was out of view. Under 600 px each row is
+    stacked, every amount on screen beside its column's name."""
+    Contract.objects.create(tenant=other_tenant, plan=plan, starts_on=date(2026, 11, 1),
+                            status=Contract.Status.ACTIVE)
+    close_due_periods(NOW)
+    log_in(phone, live_server.url, who, path)
+    phone.goto(live_server.url + path)
+    phone.wait_for_selector(money.split(" ")[0])
+    cells = phone.evaluate(INSIDE, money)
+    assert cells and all(inside for _label, inside in cells), cells
+    assert all(label for label, _inside in cells), cells  # each says what it is
+    # No chart toolbar on a phone: it covered the charts' titles.
+    if who == "lead":
+        phone.wait_for_selector("#chart-burndown .main-svg")
+        assert phone.locator(".modebar-container .modebar").count() == 0
