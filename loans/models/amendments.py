@@ -4,7 +4,7 @@ from dataclasses import replace
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -80,6 +80,15 @@ class Amendment(models.Model):
                          for name, (old, new) in self.changes.items())
 
     summary.short_description = _("changes")
+
+    @property
+    def from_recommendation(self):
+        """The recommendation it applied, if one did (its reason is then said in the reader's
+        language, not in the one it was written in)."""
+        try:
+            return self.recommendation
+        except ObjectDoesNotExist:
+            return None
 
     def apply_to(self, terms: Terms) -> Terms:
         """`terms` with this amendment's new values (the term is the contract's own row)."""

@@ -217,3 +217,28 @@ def test_the_fleet_leaks_no_node_or_tenant_to_a_lead(client, lead):
     assert response.status_code == 403
     assert "secret-node" not in response.content.decode()
     assert "Hidden Team" not in client.get("/en/tenants/vision/").content.decode()
+
+
+def test_chinese_pages_say_terms_figures_and_generated_reasons_in_chinese(client, lead,
+                                                                           operator, contract):
+    """The lead's page said "最高配额 16 GPU 数" and "4,000 每账期承诺 GPU 小时", headings with
+    ASCII colons, amendment figures as "4000.00 → 5000.00", and an applied recommendation's
+    reason in the English it was written in."""
+    from loans.models import Recommendation
+    from loans.services.amendments import apply_recommendation
+
+    rec = Recommendation.objects.create(
+        contract=contract, kind="commitment", current="1000", recommended="4000", message="m",
+        created_at=NOW, state="accepted", decided_by=lead, confidence="low")
+    apply_recommendation(recommendation=rec, author=operator, now=NOW)
+    Recommendation.objects.create(contract=contract, kind="commitment", current="4000",
+                                  recommended="5000", message="m", created_at=NOW,
+                                  confidence="low")
+    client.force_login(lead)
+    page = client.get("/zh-hans/tenants/vision/").content.decode()
+    assert "保底配额 8 · 最高配额 16 块 GPU" in page
+    assert "每账期承诺 1,000 GPU 小时" in page
+    assert "承诺量：4,000 → 5,000" in page and "置信度：低" in page
+    assert "1,000.00 → 4,000.00" in page  # the amendment's figures, with separators
+    assert f"建议 {rec.pk} 已由 lead 接受：" in page
+    assert "accepted by" not in page
