@@ -9,6 +9,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
@@ -35,9 +36,10 @@ DRAFT = "burst-draft"  # the session's copy of a form that was refused, to show 
 CARD = "bursts"  # messages tagged so show in the burst card, beside the form that was used
 
 
-def form_for(request: HttpRequest, contract_id: int) -> BurstForm:
+def form_for(request: HttpRequest, contract_id: int, most: int | None = None) -> BurstForm:
     """The form the tenant page shows: as the lead last sent it where that was refused (once),
-    else empty, each with a new submission key."""
+    else empty, each with a new submission key; its GPU field allows at most `most` (what fits
+    under the max quota above the base), and says so."""
     draft = request.session.pop(DRAFT, None)
     values = {}
     if isinstance(draft, dict) and draft.get("contract") == contract_id:
@@ -45,7 +47,13 @@ def form_for(request: HttpRequest, contract_id: int) -> BurstForm:
     key = values.get("submission") or ""
     if not (key and bursts.valid_submission(key)):
         values["submission"] = secrets.token_urlsafe(16)
-    return BurstForm(initial=values)
+    form = BurstForm(initial=values)
+    if most is not None and most > 0:
+        field = form.fields["gpus"]
+        field.max_value = most
+        field.widget.attrs["max"] = most
+        field.label = _("Extra GPUs (at most %(most)s)") % {"most": most}
+    return form
 
 
 def _back(slug: str, contract_id: int) -> HttpResponse:
@@ -88,8 +96,9 @@ def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
             "state": burst.get_state_display()}, extra_tags=CARD)
         return _back(slug, contract.pk)
     level = messages.ERROR if burst.state == BurstRequest.State.REJECTED else messages.SUCCESS
-    messages.add_message(request, level, _("Burst request %(state)s. %(note)s") % {
-        "state": burst.get_state_display(), "note": burst.note}, extra_tags=CARD)
+    # The note says the state and why ("granted: the pool had room"), in the reader's words.
+    messages.add_message(request, level, capfirst(burst.text or burst.get_state_display()),
+                         extra_tags=CARD)
     return _back(slug, contract.pk)
 
 

@@ -189,9 +189,14 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
                     for r in book.entries],
         "recommendations": recommendations_of(contract, now),
         "bursts": contract.bursts.filter(
-            state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED], ends_at__gt=now
+            # Refused ones too, while their window lasts: the lead sees why, not only the
+            # operators in the admin.
+            state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED,
+                       BurstRequest.State.REJECTED], ends_at__gt=now
         ).order_by("starts_at"),
-        "burst_form": burst_form_for(request, contract.pk) if lead else None,
+        "burst_form": burst_form_for(request, contract.pk,
+                                     terms.max_quota_gpus - terms.base_quota_gpus)
+        if lead else None,
         "can_decide": lead,
         "overage": overage.describe(contract, now, book.current),
         "overage_policies": OveragePolicy.Kind.choices,

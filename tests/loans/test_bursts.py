@@ -270,7 +270,9 @@ def test_a_lead_asks_and_cancels_from_the_tenant_page(client, lead, member, cont
     response = client.post(f"/en/tenants/vision/contracts/{contract.pk}/bursts/", {
         "gpus": 2, "starts_at": f"{tomorrow}T20:00", "ends_at": f"{tomorrow}T23:00",
         "reason": "ablation sweep"}, follow=True)
-    assert "Burst request granted." in response.content.decode()
+    # Said once, with why: it read "Burst request granted. granted: the pool had room".
+    assert "Granted: the pool had room" in response.content.decode()
+    assert "Burst request granted" not in response.content.decode()
     burst = BurstRequest.objects.get()
     # The form's times are the contract's wall clock (Asia/Shanghai, UTC+8).
     assert burst.starts_at == datetime.combine(tomorrow, time(20), shanghai)
@@ -283,6 +285,21 @@ def test_a_lead_asks_and_cancels_from_the_tenant_page(client, lead, member, cont
     client.force_login(lead)
     client.post(f"/en/tenants/vision/bursts/{burst.pk}/cancel/")
     assert BurstRequest.objects.get().state == "cancelled"
+
+
+def test_the_form_says_the_most_that_fits_and_a_refused_request_stays_on_the_list(
+        client, lead, contract, pool):
+    """The GPU field allowed 100,000 where 8 more fit under the max quota; a request an
+    operator refused showed in the admin only."""
+    client.force_login(lead)
+    page = client.get("/en/tenants/vision/")
+    assert page.context["burst_form"].fields["gpus"].max_value == 8  # max 16 - base 8
+    assert 'max="8"' in page.content.decode() and "Extra GPUs (at most 8)" in (
+        page.content.decode())
+    _form_post(client, contract, "one-form")
+    BurstRequest.objects.update(state="rejected")  # as an operator's rejection leaves it
+    shown = client.get("/en/tenants/vision/").content.decode()
+    assert 'data-state="rejected"' in shown
 
 
 def test_a_bad_form_says_what_is_wrong(client, lead, contract, pool):
@@ -312,7 +329,7 @@ def test_the_same_form_sent_twice_asks_once(client, lead, contract, pool):
     assert len(key) >= 16 and key != client.get(
         "/en/tenants/vision/").context["burst_form"].initial["submission"]
     first = _form_post(client, contract, key)
-    assert "Burst request granted." in first.content.decode()
+    assert "Granted: the pool had room" in first.content.decode()
     again = _form_post(client, contract, key)
     assert "This request was sent already; it is granted." in again.content.decode()
     assert BurstRequest.objects.count() == 1
