@@ -1,13 +1,16 @@
 
 from django.contrib import admin
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import DatedAdmin, ReadOnlyAdmin
 from core.admin_figures import FiguresAdmin, FiguresInline
 from loans import admin_sharing  # noqa: F401 - registers the sharing groups' pages
 from loans.admin_ledger import AmendmentInline
+from loans.maths import billing
 from loans.models import (
     Alert,
     ApiToken,
@@ -64,9 +67,20 @@ class MembershipAdmin(FiguresAdmin):
 class PlanAdmin(FiguresAdmin):
     list_display = [
         "name", "gpu_model", "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
-        "committed_rate", "overage_rate", "overage_multiplier", "term_months", "currency",
-        "is_offered",
+        "committed_rate", "overage_applied", "term_months", "currency", "is_offered",
     ]
+
+    @admin.display(description=_("overage rate applied"))
+    def overage_applied(self, plan: Plan) -> str:
+        """The one rate that applies, and why: the explicit rate where there is one (the
+        multiplier is then ignored), else the committed rate times the multiplier."""
+        rate = billing.overage_rate(plan.committed_rate, plan.overage_rate,
+                                   plan.overage_multiplier)
+        if plan.overage_rate is not None:
+            return _("%(rate)s (the rate given)") % {"rate": f"{rate:,.2f}"}
+        return _("%(rate)s (%(committed)s × %(multiplier)s)") % {
+            "rate": f"{rate:,.2f}", "committed": f"{plan.committed_rate:,.2f}",
+            "multiplier": plan.overage_multiplier or billing.DEFAULT_OVERAGE_MULTIPLIER}
     list_filter = ["is_offered", "currency", "gpu_model", "term_months"]
     search_fields = ["name", "gpu_model", "description"]
 
@@ -83,11 +97,11 @@ class ContractAdmin(DatedAdmin):
     autocomplete_fields = ["tenant"]
     date_hierarchy = "starts_on"
     readonly_fields = ["ends_on", "window_start", "window_end", "signed_at", "current_period",
-                       "used_of_committed", "cost_so_far"]
+                       "used_of_committed", "cost_so_far", "ledger_links"]
     inlines = [AmendmentInline]
     fieldsets = [
-        (None, {"fields": ["tenant", "plan", "starts_on", "ends_on", "time_zone", "status",
-                           "window_start", "window_end"]}),
+        (None, {"fields": ["ledger_links", "tenant", "plan", "starts_on", "ends_on", "time_zone",
+                           "status", "window_start", "window_end"]}),
         (
             _("Terms: negotiated overrides (empty: the plan's number), fixed at signing"),
             {"fields": [*Contract.OVERRIDES, "signed_at", "currency", "gpu_model"]},
@@ -95,6 +109,27 @@ class ContractAdmin(DatedAdmin):
         (_("Current period"), {"fields": ["current_period", "used_of_committed", "cost_so_far"]}),
         (None, {"fields": ["notes"]}),
     ]
+
+    @admin.display(description=_("Amend, terminate, statements"))
+    def ledger_links(self, contract: Contract) -> str:
+        """Where a signed contract changes (an amendment or a termination, written through the
+        ledger's service) and its statements."""
+        if contract.pk is None or contract.status not in Contract.HOLDING:
+            return "–"
+        add = reverse("admin:loans_amendment_add")
+        return format_html(
+            '<a class="button" href="{}?contract={}">{}</a> '
+            '<a class="button" href="{}?contract={}&amp;terminate=on">{}</a> '
+            '<a href="{}?contract__id__exact={}">{}</a>',
+            add, contract.pk, _("Amend the terms"), add, contract.pk, _("Terminate early"),
+            reverse("admin:loans_statement_changelist"), contract.pk, _("Statements"))
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        """A signed contract is never deleted (its statements and usage refer to it): it ends,
+        or an amendment terminates it. A draft may go."""
+        if obj is not None and obj.status in Contract.HOLDING:
+            return False
+        return super().has_delete_permission(request, obj)
 
     def save_formset(self, request, form, formset, change) -> None:
         """A new overage policy is the operator's, from now."""

@@ -13,15 +13,15 @@ from loans.models import Amendment, Contract, CorrectionLine, Statement
 from loans.services import amendments
 
 TERM_FIELDS = {
-    "base_quota_gpus": forms.IntegerField(label=_("base quota (GPUs)"), min_value=0,
+    "base_quota_gpus": forms.IntegerField(label=_("Base quota (GPUs)"), min_value=0,
                                           required=False),
-    "max_quota_gpus": forms.IntegerField(label=_("max quota (GPUs)"), min_value=1,
+    "max_quota_gpus": forms.IntegerField(label=_("Max quota (GPUs)"), min_value=1,
                                          required=False),
-    "committed_gpu_hours": forms.DecimalField(label=_("committed GPU-hours per period"),
+    "committed_gpu_hours": forms.DecimalField(label=_("Committed GPU-hours per period"),
                                               min_value=0, decimal_places=2, required=False),
-    "committed_rate": forms.DecimalField(label=_("committed rate per GPU-hour"), min_value=0,
+    "committed_rate": forms.DecimalField(label=_("Committed rate per GPU-hour"), min_value=0,
                                          decimal_places=4, required=False),
-    "overage_rate": forms.DecimalField(label=_("overage rate per GPU-hour"), min_value=0,
+    "overage_rate": forms.DecimalField(label=_("Overage rate per GPU-hour"), min_value=0,
                                        decimal_places=4, required=False),
 }
 
@@ -34,7 +34,7 @@ class AmendmentForm(forms.ModelForm):
     terminate = forms.BooleanField(
         label=_("Terminate: end the contract at the end of its current period"), required=False)
     from_number = forms.IntegerField(
-        label=_("from period"), min_value=1, required=False,
+        label=_("From period"), min_value=1, required=False,
         help_text=_("The first period the new terms apply to (1 is the first); it must not be "
                     "closed. Not needed to terminate."))
     base_quota_gpus = TERM_FIELDS["base_quota_gpus"]
@@ -172,9 +172,11 @@ def _written(field: str, description):
 class StatementAdmin(ReadOnlyAdmin):
     """Statements are written by the period-close job and never edited."""
 
+    # Few enough columns that the total and the completeness fit a 1,440 px screen; the kind
+    # and the period's end are on each statement's page (and the kind is a filter).
     list_display = [
-        "contract", "number", "kind", "period_start", "period_end", "committed", "allocated",
-        "overage", "corrections", "total", "currency", "complete",
+        "contract", "number", "period_start", "committed", "allocated", "overage",
+        "corrections", "total", "complete",
     ]
     list_filter = ["kind", "currency", "contract__tenant"]
     search_fields = ["contract__tenant__slug", "contract__plan__name"]
@@ -193,7 +195,10 @@ class StatementAdmin(ReadOnlyAdmin):
     allocated = _written("allocated_gpu_hours", _("allocated GPU-hours"))
     overage = _written("overage_gpu_hours", _("overage GPU-hours"))
     corrections = _written("corrections_cost", _("corrections"))
-    total = _written("total_cost", _("total"))
+    @admin.display(description=_("total"), ordering="total_cost")
+    def total(self, statement: Statement) -> str:
+        return f"{written(statement.total_cost, 'total_cost')} {statement.currency}"
+
     complete = _written("completeness", _("completeness"))
 
     def has_view_permission(self, request, obj=None) -> bool:

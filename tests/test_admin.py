@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from loans.models import Amendment, ApiToken, Contract, Plan, Recommendation
+from loans.models import Amendment, ApiToken, Contract, Plan, Recommendation, Statement
 from metering.models import (
     AttributionRule,
     DeviceRefusal,
@@ -454,3 +454,37 @@ def test_the_fleet_pages_link_opens_the_move_with_its_dates(client, operator, fl
     assert form.initial["scope"] == "unattributed"
     assert form.initial["end"] == MOMENT.replace(microsecond=0)
     assert form.initial["end"] - form.initial["start"] >= timedelta(days=28)
+
+
+def test_a_signed_contract_links_to_amend_terminate_and_its_statements_and_is_not_deleted(
+        client, operator, contract):
+    """The contract page had no way to amend or terminate (the README says it is linked from
+    each contract), and it offered Delete, then refused it."""
+    client.force_login(operator)
+    page = client.get(reverse("admin:loans_contract_change", args=[contract.pk])).content
+    page = html.unescape(page.decode())
+    add = reverse("admin:loans_amendment_add")
+    assert f'href="{add}?contract={contract.pk}"' in page
+    assert f'href="{add}?contract={contract.pk}&terminate=on"' in page
+    assert reverse("admin:loans_contract_delete", args=[contract.pk]) not in page
+    terminate = client.get(f"{add}?contract={contract.pk}&terminate=on").content.decode()
+    assert re.search(r'<input type="checkbox" name="terminate"[^>]* checked>', terminate)
+    assert "Base quota (GPUs)" in terminate and "From period" in terminate  # capitalised
+
+
+def test_a_plan_says_which_overage_rate_applies(client, operator):
+    Plan.objects.create(name="Given", base_quota_gpus=1, max_quota_gpus=2,
+                        committed_gpu_hours=100, committed_rate=11, overage_rate=15,
+                        overage_multiplier="1.2", term_months=12, currency="CNY")
+    Plan.objects.create(name="Multiplied", base_quota_gpus=1, max_quota_gpus=2,
+                        committed_gpu_hours=100, committed_rate=11, overage_multiplier="1.2",
+                        term_months=12, currency="CNY")
+    client.force_login(operator)
+    page = client.get(reverse("admin:loans_plan_changelist")).content.decode()
+    assert "15.00 (the rate given)" in page
+    assert "13.20 (11.00 × 1.200)" in page
+
+
+def test_the_statements_list_fits_its_total_and_completeness(client, operator):
+    columns = admin.site._registry[Statement].get_list_display(None)
+    assert columns[-2:] == ["total", "complete"] and len(columns) <= 9

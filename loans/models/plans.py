@@ -44,6 +44,8 @@ class Plan(models.Model):
     overage_multiplier = models.DecimalField(
         _("overage multiplier"), max_digits=5, decimal_places=3,
         default=billing.DEFAULT_OVERAGE_MULTIPLIER,
+        help_text=_("Applies only where no overage rate is given: the overage rate is then the "
+                    "committed rate times it."),
     )
     term_months = models.PositiveSmallIntegerField(_("term (months)"), default=12)
     guarantee_pct = models.DecimalField(
