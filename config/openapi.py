@@ -42,6 +42,7 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
             if operation.get("description", "").startswith(OPERATOR_DOC_START):
                 operation["description"] = OPERATOR_OPERATIONS.get(
                     (method, path.rstrip("/").endswith("}")), operation["description"])
+            operation.setdefault("summary", summary_of(method, path, operation))
             responses = operation.setdefault("responses", {})
             wanted = dict(REFUSALS)
             if operation.get("parameters") or operation.get("requestBody"):
@@ -53,3 +54,15 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
             for status, (description, schema) in wanted.items():
                 responses.setdefault(status, _answer(description, schema))
     return result
+
+
+def summary_of(method: str, path: str, operation: dict) -> str:
+    """A one-line summary for an operation that names none: the first sentence of its
+    description, else what the method does to the path (the docs list operations by it)."""
+    first = operation.get("description", "").strip().split("\n\n")[0].replace("\n", " ")
+    sentence = first.split(". ")[0].rstrip(".")
+    if sentence:
+        return sentence if len(sentence) <= 90 else sentence[:87].rstrip() + "..."
+    verb = {"get": "Read", "post": "Create", "put": "Replace", "patch": "Change",
+            "delete": "Delete"}.get(method, method.upper())
+    return f"{verb} {path.removeprefix('/api/v1/').rstrip('/')}"

@@ -1,6 +1,6 @@
 """Number formats of the pages: GPU-hours, money, shares, and times in a contract's zone."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
@@ -76,6 +76,16 @@ def day_in_zone(value: datetime | None, zone: ZoneInfo | str) -> str:
         return DASH
     zone = ZoneInfo(zone) if isinstance(zone, str) else zone
     return value.astimezone(zone).strftime("%Y-%m-%d")
+
+
+@register.filter
+def last_day_in_zone(value: datetime | None, zone: ZoneInfo | str) -> str:
+    """The local day a period ending at `value` (exclusive) ends on: a period to 2026-11-16
+    00:00 ends on 2026-11-15, as the period picker says."""
+    if value is None:
+        return DASH
+    zone = ZoneInfo(zone) if isinstance(zone, str) else zone
+    return (value.astimezone(zone) - timedelta(microseconds=1)).strftime("%Y-%m-%d")
 
 
 @register.simple_tag

@@ -70,7 +70,11 @@ def test_a_closed_period_shows_final_figures_labelled_as_such_in_both_languages(
     log_in(page, live_server.url, "lead", "/en/tenants/vision/?period=1")
     state = page.locator("#period-state")
     expect(state).to_have_attribute("data-state", "closed")
-    expect(state).to_contain_text("Final figures: this period ended on 2026-12-01 00:00")
+    # One convention with the period picker ("2026-11-01 – 2026-11-30"): the last day, not
+    # the next day's midnight; and each statement says it is labelled with when it was stated.
+    expect(state).to_contain_text("Final figures: this period ended with 2026-11-30")
+    expect(page.locator("#period-picker option[selected]")).to_contain_text("2026-11-30")
+    expect(page.locator("#statement-list th .hint").first).to_contain_text("stated 2026-12-")
     expect(page.locator("[data-figure=overage]")).to_have_text(f"{used - committed:,.1f}")
     expect(page.locator("[data-figure=used-share]")).to_have_text(f"{used / committed:.1%}")
     expect(page.locator("[data-figure=cost]")).to_have_text(

@@ -321,3 +321,18 @@ def test_the_schema_says_what_each_operators_operation_does(client):
             if method != "delete":
                 assert "history depends on" not in operation.get("description", ""), (
                     method, path)
+
+
+def test_every_v1_operation_has_a_summary_and_the_pages_link_the_docs(client, lead):
+    """The docs listed bare paths: no v1 operation had a summary, and no page linked them."""
+    paths = json.loads(client.get("/api/schema/", HTTP_ACCEPT="application/json").content)[
+        "paths"]
+    missing = [(method, path) for path, operations in paths.items()
+               for method, operation in operations.items()
+               if path.startswith("/api/v1/") and not operation.get("summary")]
+    assert missing == []
+    summary = paths["/api/v1/contracts/{id}/statements"]["get"]["summary"]
+    assert summary.startswith("Every statement of a contract") and len(summary) <= 90
+    client.force_login(lead)
+    page = client.get("/en/tenants/vision/").content.decode()
+    assert 'href="/api/docs/" id="api-docs-link"' in page
