@@ -7,7 +7,7 @@ from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
 from core.admin import DatedAdmin, ReadOnlyAdmin
-from core.admin_figures import FiguresAdmin, FiguresInline
+from core.admin_figures import FiguresAdmin, FiguresInline, written
 from loans import admin_sharing  # noqa: F401 - registers the sharing groups' pages
 from loans.admin_ledger import AmendmentInline
 from loans.maths import billing
@@ -77,10 +77,12 @@ class PlanAdmin(FiguresAdmin):
         rate = billing.overage_rate(plan.committed_rate, plan.overage_rate,
                                    plan.overage_multiplier)
         if plan.overage_rate is not None:
-            return _("%(rate)s (the rate given)") % {"rate": f"{rate:,.2f}"}
+            return _("%(rate)s (the rate given)") % {"rate": written(rate, "overage_rate")}
+        multiplier = plan.overage_multiplier or billing.DEFAULT_OVERAGE_MULTIPLIER
         return _("%(rate)s (%(committed)s × %(multiplier)s)") % {
-            "rate": f"{rate:,.2f}", "committed": f"{plan.committed_rate:,.2f}",
-            "multiplier": plan.overage_multiplier or billing.DEFAULT_OVERAGE_MULTIPLIER}
+            "rate": written(rate, "overage_rate"),
+            "committed": written(plan.committed_rate, "committed_rate"),
+            "multiplier": written(multiplier, "overage_multiplier")}
     list_filter = ["is_offered", "currency", "gpu_model", "term_months"]
     search_fields = ["name", "gpu_model", "description"]
 

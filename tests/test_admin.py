@@ -482,7 +482,7 @@ def test_a_plan_says_which_overage_rate_applies(client, operator):
     client.force_login(operator)
     page = client.get(reverse("admin:loans_plan_changelist")).content.decode()
     assert "15.00 (the rate given)" in page
-    assert "13.20 (11.00 × 1.200)" in page
+    assert "13.20 (11.00 × 1.2)" in page
 
 
 def test_the_statements_list_fits_its_total_and_completeness(client, operator):

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status
 from rest_framework.request import Request
@@ -111,12 +112,16 @@ class SharingGroups(APIView):
 
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(summary="List the sharing groups the caller may see")
+    @extend_schema(summary="List the sharing groups the caller may see",
+                   operation_id="v1_sharing_groups_list",
+                   responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request) -> Response:
         return Response([group_json(g, request.user)
                          for g in visible_groups(request.user).order_by("name")])
 
-    @extend_schema(summary="Create a sharing group", request=GroupRequest)
+    @extend_schema(summary="Create a sharing group", request=GroupRequest,
+                   operation_id="v1_sharing_groups_create",
+                   responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
         _require_operator(request.user, "loans.add_sharinggroup")
         query = GroupRequest(data=request.data)
@@ -137,7 +142,9 @@ class SharingGroups(APIView):
 class SharingGroupDetail(APIView):
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(summary="A sharing group: its members over time and its statements")
+    @extend_schema(summary="A sharing group: its members over time and its statements",
+                   operation_id="v1_sharing_groups_retrieve",
+                   responses={200: OpenApiTypes.OBJECT})
     def get(self, request: Request, pk: int) -> Response:
         return Response(group_json(_group(request.user, pk), request.user))
 
@@ -147,7 +154,9 @@ class SharingGroupContracts(APIView):
 
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(summary="Add a contract to a sharing group", request=MemberRequest)
+    @extend_schema(summary="Add a contract to a sharing group", request=MemberRequest,
+                   operation_id="v1_sharing_groups_contracts_add",
+                   responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, pk: int) -> Response:
         group = _group(request.user, pk)
         _require_operator(request.user, "loans.add_sharingmember")
@@ -166,7 +175,9 @@ class SharingGroupContract(APIView):
 
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(summary="Remove a contract from a sharing group", request=None)
+    @extend_schema(summary="Remove a contract from a sharing group", request=None,
+                   operation_id="v1_sharing_groups_contracts_remove",
+                   responses={200: OpenApiTypes.OBJECT})
     def delete(self, request: Request, pk: int, contract_id: int) -> Response:
         group = _group(request.user, pk)
         _require_operator(request.user, "loans.change_sharingmember")

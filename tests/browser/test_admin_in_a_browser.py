@@ -115,7 +115,8 @@ def test_statements_read_as_the_pages_write_numbers_and_a_contract_shows_its_end
     row = page.locator("#result_list tbody tr").first
     expect(row.locator("td.field-committed")).to_have_text("1,000.0")
     expect(row.locator("td.field-complete")).to_have_text(re.compile(r"^\d{1,3}\.\d%$"))
-    expect(row.locator("td.field-total")).to_have_text(re.compile(r"^\d{1,3}(,\d{3})*\.\d\d$"))
+    expect(row.locator("td.field-total")).to_have_text(
+        re.compile(r"^\d{1,3}(,\d{3})*\.\d\d CNY$"))
     expect(page.locator("#result_list")).not_to_contain_text("000000")
     # Its page said period 0 and 1000.000000 too.
     row.locator("th a, td a").first.click()
@@ -140,8 +141,8 @@ def test_plans_read_as_the_pages_write_numbers_in_the_list_and_the_form(live_ser
     row = page.locator("#result_list tbody tr").first
     expect(row.locator("td.field-committed_gpu_hours")).to_have_text("11,000.0")
     expect(row.locator("td.field-committed_rate")).to_have_text("10.00")
-    expect(row.locator("td.field-overage_rate")).to_have_text("12.3456")
-    expect(row.locator("td.field-overage_multiplier")).to_have_text("1.2")
+    # One column says which overage rate applies: the one given, not 10 x 1.2.
+    expect(row.locator("td.field-overage_applied")).to_have_text("12.3456 (the rate given)")
     expect(page.locator("#result_list")).not_to_contain_text("0000")
 
     page.goto(f"{live_server.url}/admin/loans/plan/{contract.plan.pk}/change/")
