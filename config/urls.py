@@ -17,6 +17,7 @@ from loans.web import advise as views_advise
 from loans.web import alerts as views_alerts
 from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
+from loans.web import fleet as views_fleet
 from loans.web import overage as views_overage
 from loans.web import views
 from metering.intake import api as metering_api
@@ -90,8 +91,8 @@ urlpatterns += i18n_patterns(
     path("tenants/<slug:slug>/contracts/<int:contract_id>/overage-policy/",
          views_overage.set_policy, name="overage-policy"),
     path("tenants/<slug:slug>/buy-vs-loan/", views_buy.page, name="buy-vs-loan"),
-    path("fleet/", views.fleet_page, name="fleet"),
-    path("fleet.csv", views.fleet_csv, name="fleet-csv"),
+    path("fleet/", views_fleet.fleet_page, name="fleet"),
+    path("fleet.csv", views_fleet.fleet_csv, name="fleet-csv"),
     path("alerts/", views_alerts.alerts_page, name="alerts"),
     path("advise/", views_advise.operators_page, name="advise"),
     path("tenants/<slug:slug>/advise/", views_advise.tenant_page, name="tenant-advise"),

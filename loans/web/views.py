@@ -1,17 +1,15 @@
-"""The pages: a team lead's tenant page, the operators' fleet page, their CSV exports."""
+"""The pages a lead reads: the tenant page, its periods CSV and its recommendations (the fleet
+page is loans.web.fleet)."""
 
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from functools import wraps
-from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
-from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -33,7 +31,7 @@ from loans.access import (
     tenant_for_user,
     tenants_for,
 )
-from loans.maths import admission, billing
+from loans.maths import billing
 from loans.maths.billing import Period
 from loans.models import (
     Alert,
@@ -42,30 +40,12 @@ from loans.models import (
     OveragePolicy,
     Recommendation,
     Tenant,
-    policies_of,
 )
-from loans.services import charts, dashboard, ledger, overage, pooled, what_if
-from loans.services import fleet_status as fleet
+from loans.services import charts, dashboard, ledger, overage, pooled
 from loans.web.bursts import form_for as burst_form_for
-from metering.usage import fleet as metering_fleet
 from metering.usage import slurm as metering_slurm
 
 ALERT_HISTORY = 30
-POOL_AHEAD = timedelta(days=7)
-FLEET_PAGE_SIZE = 100  # contracts a page; the CSV export has them all
-
-
-FLEET_COLUMNS = [  # sort key, heading
-    ("tenant", gettext_lazy("Tenant")),
-    ("plan", gettext_lazy("Plan")),
-    ("used", gettext_lazy("Used")),
-    ("projected", gettext_lazy("Projected")),
-    ("money", gettext_lazy("Projected overage or waste")),
-    ("days_left", gettext_lazy("Days left")),
-    ("alerts", gettext_lazy("Open alerts")),
-]
-
-
 def operator_required(view):
     """Operators only: anonymous users are sent to log in, everyone else is refused."""
 
@@ -165,11 +145,11 @@ def _meter_checks(request: HttpRequest, now: datetime, tenant_id: int) -> list:
     difference tells them of a missing agent or a wrong rule; a lead cannot act on it)."""
     if not is_operator(request.user):
         return []
-    return _check_rows(metering_slurm.recent_checks(now, ZoneInfo(settings.TIME_ZONE),
+    return check_rows(metering_slurm.recent_checks(now, ZoneInfo(settings.TIME_ZONE),
                                                     tenant_id=tenant_id))
 
 
-def _check_rows(checks: list) -> list[dict]:
+def check_rows(checks: list) -> list[dict]:
     """Each check with its tenant's name and whether it is past the alert's rule."""
     names = Tenant.objects.in_bulk({c.tenant_id for c in checks} - {None}) if checks else {}
     rule = (settings.SLURM_MISMATCH_PERCENT, settings.SLURM_MISMATCH_MIN_GPU_HOURS)
@@ -380,104 +360,3 @@ def _fixed(value, places: int) -> str:
         return ""
     step = Decimal(1).scaleb(-places)
     return f"{Decimal(str(value)).quantize(step, rounding=ROUND_HALF_UP):f}"
-
-
-def _what_if(statuses: list, now: datetime) -> list:
-    """What sharing would have saved each set of running contracts with one calendar and
-    currency, over their last three stated periods (those with a saving): their recent
-    statements read in one query."""
-    sets = what_if.candidates([s.contract for s in statuses])
-    stated = what_if.stated_of([c for contracts in sets for c in contracts],
-                               since=now - timedelta(days=31 * (WHAT_IF_PERIODS + 1)))
-    out = []
-    for contracts in sets:
-        try:
-            replay = what_if.what_if(contracts, WHAT_IF_PERIODS, stated)
-        except ValidationError:  # statements of another calendar (an ended contract's)
-            continue
-        if replay.periods and replay.saving > 0:
-            out.append(replay)
-    return sorted(out, key=lambda r: -r.saving)
-
-
-WHAT_IF_PERIODS = 3
-
-
-def _fleet_sort(request: HttpRequest) -> tuple[str, bool]:
-    sort = request.GET.get("sort", "projected")
-    if sort not in fleet.SORTS:
-        sort = "projected"
-    return sort, request.GET.get("dir", "desc") != "asc"
-
-
-def _worst(checks: list, shown: int = 20) -> list:
-    """The tenant-days whose meters differ most, the largest difference first."""
-    differing = [c for c in checks if abs(c.difference) > 1e-6]
-    return sorted(differing, key=lambda c: -abs(c.difference))[:shown]
-
-
-@operator_required
-def fleet_page(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
-    sort, descending = _fleet_sort(request)
-    seen = fleet.overview(now, sort, descending, POOL_AHEAD)
-    month_ago = now - timedelta(days=30)
-    page = Paginator(seen.statuses, FLEET_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "loans/fleet.html", {
-        "sharing_pools": pooled.pools(now), "what_if": _what_if(seen.statuses, now),
-        "page": page, "rows": _with_admission(page.object_list),
-        "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
-        "fleet_query": urlencode({"sort": sort, "dir": "desc" if descending else "asc"}) + "&",
-        "capacity": seen.capacity, "whole": seen.whole,
-        "nodes": metering_fleet.node_status(now),
-        "fleet_alerts": Alert.objects.filter(state=Alert.State.OPEN, tenant__isnull=True),
-        "pools": [{"id": f"pool-{k}", "script_id": f"pool-{k}-data",
-                   "figure": charts.pool_figure(model, series)}
-                  for k, (model, series) in enumerate(seen.pools)],
-        "unattributed": metering_fleet.unattributed_gpu_hours(month_ago, now),
-        "meter_checks": _check_rows(_worst(metering_slurm.recent_checks(
-            now, ZoneInfo(settings.TIME_ZONE)))),
-        "mismatch_percent": settings.SLURM_MISMATCH_PERCENT,
-        "month_ago": month_ago, "now": now,
-    })
-
-
-def _with_admission(statuses) -> list[tuple]:
-    """Each contract's row with its overage policy and where its period stands against it
-    (open, overage, held), from the figures the row shows: one query for the policies."""
-    policies = policies_of([s.contract.pk for s in statuses])
-    rows = []
-    for s in statuses:
-        kind, budget = policies[s.contract.pk]
-        f = s.figures
-        rows.append((s, kind, admission.state(
-            used_gpu_hours=f.used_gpu_hours, committed_gpu_hours=f.committed_gpu_hours,
-            overage_cost=f.cost_so_far.overage_cost, policy=kind, budget=budget)))
-    return rows
-
-
-@operator_required
-def fleet_csv(request: HttpRequest) -> HttpResponse:
-    now = timezone.now()
-    sort, descending = _fleet_sort(request)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = 'attachment; filename="fleet.csv"'
-    writer = spreadsheet.writer(response)
-    writer.writerow([
-        "tenant", "plan", "contract", "period_start", "period_end", "committed_gpu_hours",
-        "used_gpu_hours", "projected_gpu_hours", "projected_overage_cost", "projected_waste",
-        "currency", "days_left",
-    ])
-    for s in fleet.contract_statuses(now, sort, descending):
-        f = s.figures
-        writer.writerow([
-            s.contract.tenant.slug, s.contract.plan.name, s.contract.pk,
-            f.period.start.astimezone(s.contract.zone).isoformat(),
-            f.period.end.astimezone(s.contract.zone).isoformat(),
-            # GPU-hours at the meter's precision and money to the cent, every row alike.
-            *(f"{hours:.6f}" for hours in (f.committed_gpu_hours, f.used_gpu_hours,
-                                           f.projected_used_gpu_hours)),
-            f"{s.projected_overage_cost:.2f}", f"{s.projected_waste:.2f}", f.terms.currency,
-            f"{f.days_left:.2f}",
-        ])
-    return response

@@ -204,7 +204,9 @@ def meter(node, gpu_uuid: str, start: datetime, seconds: int, client, token: str
 def test_a_fully_metered_tenant_reconciles_to_zero_and_a_stopped_agent_shows_its_gap(
         hpc, tenant, client):
     now = datetime.now(UTC).replace(microsecond=0)
-    start = now - timedelta(hours=5)
+    # Yesterday 06:00-09:00 UTC: one day whatever the hour the test runs (five hours back
+    # crossed midnight between 00:00 and 05:00 and made two days of one job).
+    start = now.replace(hour=6, minute=0, second=0) - timedelta(days=1)
     import_jobs(hpc, [Job("1", "team-a", "root", 2, start, start + timedelta(hours=3), "X")],
                 now)
     node = MeterNode.objects.create(name="hpc-node-01", cluster=hpc)
