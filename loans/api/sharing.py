@@ -114,7 +114,7 @@ class SharingGroups(APIView):
 
     @extend_schema(summary="List the sharing groups the caller may see",
                    operation_id="v1_sharing_groups_list",
-                   responses={200: OpenApiTypes.OBJECT})
+                   responses={200: {"type": "array", "items": {"type": "object"}}})
     def get(self, request: Request) -> Response:
         return Response([group_json(g, request.user)
                          for g in visible_groups(request.user).order_by("name")])
