@@ -33,6 +33,9 @@ class NodeStatus:
     agent_version: str
     dropped_samples: int
     completeness: float | None  # share of the window its GPUs reported, 0-1
+    # Where its GPUs were first seen inside the window: the completeness is of the time
+    # since (a node that reported for one minute is 100% of that minute, not of a day).
+    measured_from: datetime | None = None
 
     def silent_since(self, now: datetime) -> timedelta | None:
         return None if self.last_seen_at is None else now - self.last_seen_at
@@ -64,6 +67,11 @@ def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[
     gpus = list(Gpu.objects.values_list("id", "node_id", "first_seen_at"))
     expected, reported = _coverage(gpus, now - window, now)
     counts = Counter(node_id for _g, node_id, _f in gpus)
+    first: dict[int, datetime] = {}
+    for _gpu, node_id, seen in gpus:
+        if seen is not None and (node_id not in first or seen < first[node_id]):
+            first[node_id] = seen
+    start = now - window
     return [
         NodeStatus(
             name=node.name,
@@ -73,6 +81,7 @@ def node_status(now: datetime, window: timedelta = COMPLETENESS_WINDOW) -> list[
             agent_version=node.agent_version,
             dropped_samples=node.dropped_samples,
             completeness=reported[node.pk] / expected[node.pk] if expected[node.pk] else None,
+            measured_from=first[node.pk] if first.get(node.pk, start) > start else None,
         )
         for node in Node.objects.select_related("default_tenant")
     ]

@@ -184,6 +184,23 @@ def test_node_completeness_counts_the_gaps(client, operator, frozen):
     client.force_login(operator)
     status = client.get("/en/fleet/").context["nodes"][0]
     assert status.name == "gappy" and status.completeness == pytest.approx(18 / 24)
+    assert status.measured_from is None  # seen for days: the whole 24 h is measured
+
+
+def test_a_node_that_reported_for_a_minute_says_what_its_completeness_covers(
+        client, operator, frozen):
+    """It showed "Completeness, 24 h 100.0%" after one minute of reports."""
+    node = Node.objects.create(name="new-node")
+    body = {"node": "new-node", "samples": [
+        {"gpu_uuid": "GPU-new", "ts": (NOW - timedelta(minutes=1)).isoformat(),
+         "interval_s": 60, "allocated": False}]}
+    client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {node.issue_token()}")
+    client.force_login(operator)
+    page = client.get("/en/fleet/")
+    [status] = page.context["nodes"]
+    assert status.measured_from is not None and status.measured_from > NOW - timedelta(hours=1)
+    assert "since its first report, " in page.content.decode()
 
 
 def test_the_fleet_exports_as_csv(client, operator, contract, second_contract, metered):
