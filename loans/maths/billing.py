@@ -222,13 +222,10 @@ def correction(terms: Terms, *, billed: Decimal, metered: Decimal) -> Correction
     if billed == metered:
         return None
     before, after = terms.cost(billed), terms.cost(metered)
-    return Correction(
-        gpu_hours=metered - billed, billed_gpu_hours=billed,
-        committed_gpu_hours=before.committed_gpu_hours, overage_rate=terms.overage_rate,
-        overage_before_gpu_hours=before.overage_gpu_hours,
-        overage_after_gpu_hours=after.overage_gpu_hours,
-        overage_before_cost=before.overage_cost, overage_after_cost=after.overage_cost,
-    )
+    return shared_correction(
+        terms, billed=Billed(billed, before.overage_gpu_hours, before.overage_cost),
+        metered=metered, overage_gpu_hours=after.overage_gpu_hours,
+        overage_cost=after.overage_cost, sharing=ZERO)
 
 
 @dataclass(frozen=True)

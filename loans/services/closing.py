@@ -19,7 +19,6 @@ from decimal import Decimal
 from django.db import transaction
 
 from loans.maths import billing
-from loans.maths import sharing as share_maths
 from loans.models import Contract, CorrectionLine, GroupStatement, SharingLine, Statement
 from loans.services import ledger, sharing
 from metering.usage import fleet
@@ -195,16 +194,14 @@ def _write_group_statements(groups: sharing.Groups, written: list[Statement]) ->
         if not rows or len(mine) != len(members):
             continue
         shared = groups.worked[(group_id, start)]
-        currency = rows[0].terms.currency
         committed = sum((s.committed_cost for s in mine), ZERO)
-        overage = sum((s.overage_cost for s in mine), ZERO)
+        overage = sum((s.overage_cost for s in mine), ZERO)  # left after sharing
         group = GroupStatement.objects.create(
             group_id=group_id, period_start=start, period_end=mine[0].period_end,
-            committed_cost=committed, overage_cost=overage,
-            provider_total=share_maths.provider_total(rows, shared, currency),
+            committed_cost=committed, overage_cost=overage, provider_total=committed + overage,
             saving=sum((s.sharing_saving for s in mine), ZERO),
             shared_gpu_hours=sum((x.borrowed_gpu_hours for x in shared.values()), ZERO),
-            currency=currency)
+            currency=rows[0].terms.currency)
         group.member_statements.set(mine)
 
 

@@ -54,9 +54,8 @@ def lines(statement: Statement) -> list[Line]:
                      amount(statement.overage_cost))]
         # In a sharing group: committed GPU-hours borrowed (at the lender's committed rate)
         # and lent (credited at this contract's).
-        if statement.standalone_overage_cost is not None:  # stated in a group
-            out += [Line(statement, x.kind, x.gpu_hours, x.rate, amount(x.signed_amount),
-                         shares=x) for x in statement.sharing_lines.all()]
+        out += [Line(statement, x.kind, x.gpu_hours, x.rate, amount(x.signed_amount),
+                     shares=x) for x in statement.shared_lines]
     # A correction prices the change in overage (hours that stay under the commitment cost
     # nothing): rate x those GPU-hours is its amount, up to the rounding of each side.
     out += [Line(statement, "correction", c.overage_change_gpu_hours, c.overage_rate,
