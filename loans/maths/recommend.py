@@ -170,7 +170,11 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
 
 
 DECLINE_DAMPING = 0.95  # of a decline, the share that carries into each later period
-TREND_PERIODS = 6  # periods that show a trend on their own (fewer: the trend is hedged)
+DECLINE_FLOOR = 0.3  # of today's level, below which a decline is not forecast to go
+TREND_PERIODS = 6  # periods that show a trend on their own (fewer: see term_commitment)
+# Student's t at 0.95 by degrees of freedom: a slope read from 3 to 6 periods counts as a
+# trend only past this many standard errors (2, the normal's, from 7 periods on).
+T95 = {1: 6.314, 2: 2.920, 3: 2.353, 4: 2.132}
 TOTAL_DRAWS = 400  # term paths for the totals' bands: about 3 ms a contract in the daily job
 TOTAL_SEED = 20261202
 
@@ -238,7 +242,7 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
                     committed_rate: Decimal, overage_rate: Decimal) -> TermAdvice | None:
     """The commitment that minimises the expected total over the next `months` periods when
     it cannot change in between. Demand is a linear trend fitted to the history's whole
-    periods (none with under three; a decline damped), plus the deviations of every
+    periods (none with under three; a decline damped and floored), plus the deviations of every
     period-long window (a day apart) from that trend and the periods' own spread around it,
     as wide as so few periods can tell (period_spread); the term's periods pool into one
     distribution, whose quantile at 1 - r_c / r_o minimises the expected sum of the periods'
@@ -257,11 +261,16 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
         fitted = sum((k - mean_x) * (y - mean_y) for k, y in enumerate(totals)) / sxx
         residuals = [y - mean_y - fitted * (k - mean_x) for k, y in enumerate(totals)]
         around_line = math.sqrt(sum(r * r for r in residuals) / (count - 2))
-        # A trend only where the periods show one: twice its standard error, and every
-        # period moving the same way (one cycle of a season fits a slope too).
+        # A trend only where the periods show one: past Student's t of its standard error,
+        # and every period moving the same way (one cycle of a season fits a slope too).
+        # From fewer than TREND_PERIODS periods a trend may be half a season (three months
+        # of a six-month cycle all move one way): one that would move usage by more than
+        # today's level within the term is read as a season, not as a trend to bet on.
         steps = [b - a for a, b in zip(totals, totals[1:], strict=False)]
-        if (abs(fitted) > 2 * around_line / math.sqrt(sxx)
-                and all(step * fitted > 0 for step in steps)):
+        level = mean_y + fitted * (count - 1 - mean_x)
+        if (abs(fitted) > T95.get(count - 2, 2.0) * around_line / math.sqrt(sxx)
+                and all(step * fitted > 0 for step in steps)
+                and (count >= TREND_PERIODS or abs(fitted) * months <= level)):
             slope, spread, freedom = fitted, around_line, count - 2
     windows = period_windows(tail, period_hours, len(tail) // DAY_HOURS)
     last = (mean_y - slope * mean_x) + slope * (count - 1)  # the line at the last period
@@ -277,36 +286,34 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
 
         deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
         shown = statistics.pvariance(deviations) if len(deviations) > 1 else 0.0
-        # A decline slows as usage nears what the team cannot do without (it never goes
-        # below zero); growth carries on (damped, it under-forecast 57 of 60 growing months
-        # in bench/backtest.py).
+        # A decline slows as usage nears what the team cannot do without, and stops at
+        # DECLINE_FLOOR of today's level (carried on, a year's decline read from six months
+        # forecast nothing left, and the team went on using a fifth of it); growth carries
+        # on (damped, it under-forecast 57 of 60 growing months in bench/backtest.py).
         damping = DECLINE_DAMPING if slope < 0 else 1.0
         start, carried, periods = trend(count - 1), 0.0, []
         for j in range(1, months + 1):
             carried += slope * damping ** j
-            centre = max(0.0, start + carried)
+            centre = max(0.0, DECLINE_FLOOR * start, start + carried)
             z = period_spread(spread, freedom, count, count - 1 + j - mean_x,
                               sxx if slope else 0, shown)
             periods.append((centre, [max(0.0, centre + d + k * z)
                                      for d in deviations for k in (-1.0, 0.0, 1.0)]))
         return periods
 
-    forecast = ahead(slope, spread, freedom)
-    if slope and count < TREND_PERIODS:
-        # A trend read from fewer than TREND_PERIODS periods may be half a season (three
-        # months of a six-month cycle all move one way): each period is priced half on the
-        # trend and half on no trend, so that neither reading alone sets a commitment held
-        # for the whole term.
-        forecast = [((centre + flat) / 2, outcomes + flat_outcomes)
-                    for (centre, outcomes), (flat, flat_outcomes)
-                    in zip(forecast, ahead(*no_trend), strict=True)]
     bands, pooled, centres = ([], [], []), [], []
-    for centre, outcomes in forecast:
+    for centre, outcomes in ahead(slope, spread, freedom):
         centres.append(centre)
         pooled.extend(outcomes)
         for band, q in zip(bands, (0.1, 0.5, 0.9), strict=True):
             band.append(quantile(outcomes, q))
-    commitment = whole(newsvendor(pooled, committed_rate, overage_rate))
+    commitment = newsvendor(pooled, committed_rate, overage_rate)
+    if not slope and count < TREND_PERIODS and windows:
+        # The spread of so few periods is itself a guess: the commitment is the lower of the
+        # model's and the first-commitment path's (the quantile of the windows alone), as
+        # committing too much is paid at the full rate.
+        commitment = min(commitment, newsvendor(windows, committed_rate, overage_rate))
+    commitment = whole(commitment)
     level_error = spread / math.sqrt(count) if count > 1 else 0.0
     return TermAdvice(commitment, count, slope, *bands, outcomes=pooled,
                       level_error=level_error, centres=centres, level=max(0.0, last))

@@ -283,27 +283,59 @@ def test_the_term_bands_are_as_wide_as_a_few_periods_can_tell_and_growth_is_not_
         1.476 * 100 * math.sqrt(1 / 6))
 
 
-def test_a_trend_read_from_three_periods_is_priced_half_as_a_trend_and_half_as_a_level():
-    """Three months of a six-month season all rise: bench/backtest.py (each history at a
-    season's phase of its own) lost 58.6% against hindsight when they were read as growth
-    and extrapolated for a year."""
+def monthly(totals: list[float], month: int = 720) -> list[float]:
+    """An hourly series whose whole months sum to `totals`, flat inside each month."""
+    return [total / month for total in totals for _hour in range(month)]
+
+
+def test_a_steep_trend_read_from_under_six_periods_is_a_season_and_the_windows_cap_it():
+    """Three months of a six-month season all rise: read half as growth (the old hedge), the
+    daily advice trailed 80% of average use by 12 points of hindsight's cost in
+    bench/backtest.py (seasonal, 3x), and by 4 (seasonal, 1.5x)."""
     month = 720
-    rising = [1.0 + 0.3 * (h // month) for h in range(3 * month)]  # 720, 936, 1152 GPU-h
+    rising = monthly([720, 936, 1152])  # 216 GPU-h a month: 12 more months would treble it
     term = recommend.term_commitment(rising, period_hours=month, months=12,
-                                     committed_rate=RC, overage_rate=RO)
-    assert term.slope == pytest.approx(216)
-    trend_only = [1152 + 216 * j for j in range(1, 13)]
-    # Half of each period's outcomes follow the trend, half lie around the periods' mean of
-    # 936 GPU-h, as wide as three periods 216 GPU-h apart can tell.
-    assert term.p90 == pytest.approx(trend_only)
-    assert term.centres == pytest.approx([(c + 936) / 2 for c in trend_only])
-    assert len(set(term.p10)) == 1 and term.p10[0] < 936
-    # At r_o / r_c = 1.2 the quantile at 1/6 of the pooled term lies on the level's side:
-    # below the last month's 1,152 GPU-h (read as growth alone, 1,764).
-    assert term.commitment < 1152
+                                     committed_rate=RC, overage_rate=Decimal(30))
+    assert term.slope == 0  # a season's flank, not growth to bet on
+    windows = recommend.period_windows(rising, month, 90)
+    # No trend from so few periods: never more than the first-commitment path's quantile.
+    assert term.commitment <= recommend.whole(recommend.newsvendor(windows, RC, Decimal(30)))
     # Six periods that all rise are a trend on their own.
-    grown = recommend.term_commitment(rising + [1.9 + 0.3 * (h // month) for h in
-                                                range(3 * month)],
+    grown = recommend.term_commitment(monthly([720 + 216 * k for k in range(6)]),
                                       period_hours=month, months=12, committed_rate=RC,
                                       overage_rate=RO)
-    assert grown.p10[0] > 6 * 216
+    assert grown.slope == pytest.approx(216) and grown.p10[0] > 6 * 216
+
+
+def test_a_gentle_trend_read_from_three_periods_is_growth_carried_whole():
+    """A team growing 7% a month: with the old hedge (half the outcomes at the periods'
+    mean) the daily advice lost 10.6% against hindsight at 3x, 2.7% now."""
+    month = 720
+    term = recommend.term_commitment(monthly([1000, 1070, 1140]), period_hours=month,
+                                     months=12, committed_rate=RC, overage_rate=RO)
+    assert term.slope == pytest.approx(70)
+    assert term.centres == pytest.approx([1140 + 70 * j for j in range(1, 13)])
+
+
+def test_a_slope_from_three_noisy_periods_needs_students_t_not_two_standard_errors():
+    """1,000, 1,100 and 1,150 GPU-h: a slope of 75 at 5.2 standard errors, a trend by the
+    normal's two (a spurious one cost bursty histories 3 points at 3x), not by Student's t
+    at one degree of freedom (6.31)."""
+    term = recommend.term_commitment(monthly([1000, 1100, 1150]), period_hours=720,
+                                     months=12, committed_rate=RC, overage_rate=RO)
+    assert term.slope == 0
+    assert term.centres == pytest.approx([3250 / 3] * 12)
+
+
+def test_a_decline_stops_at_the_floor_of_todays_level():
+    """Six months falling 60 GPU-h a month from 700: carried on for a year, the decline read
+    nothing left by the seventh month (the daily advice lost 112% against hindsight when the
+    team went on using a fifth); it stops at DECLINE_FLOOR of today's level."""
+    month = 720
+    term = recommend.term_commitment(monthly([700 - 60 * k for k in range(6)]),
+                                     period_hours=month, months=12, committed_rate=RC,
+                                     overage_rate=RO)
+    assert term.slope == pytest.approx(-60)
+    assert term.centres[0] == pytest.approx(400 - 60 * recommend.DECLINE_DAMPING)
+    assert min(term.centres) == pytest.approx(recommend.DECLINE_FLOOR * 400)
+    assert term.commitment > 0
