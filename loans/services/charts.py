@@ -191,17 +191,20 @@ def periods_figure(rows: list, zone: ZoneInfo) -> dict:
         xaxis={"type": "category"}, hovermode="x")}
 
 
-def commitment_figure(rec) -> dict:
+def commitment_figure(rec) -> dict | None:
     """Expected cost per period against the commitment, with its P10-P90 band over the
-    history's windows, and the recommended, current and rule-of-thumb commitments marked."""
+    history's windows, and the recommended, current and rule-of-thumb commitments marked.
+    None where the advice has no curve (a sharing group's pooled advice prices the group)."""
     curve = rec.evidence.get("curve", [])
+    if not curve:
+        return None
     x = [p[0] for p in curve]
     costs = {c: e for c, e, _low, _high in curve}
     data = [
         {"type": "scatter", "mode": "lines", "name": _("P10"), "x": x,
          "y": [p[2] for p in curve], "line": {"width": 0}, "showlegend": False,
          "hoverinfo": "skip"},
-        {"type": "scatter", "mode": "lines", "name": _("P10–P90"), "x": x,
+        {"type": "scatter", "mode": "lines", "name": _("P10–P90 of the cost"), "x": x,
          "y": [p[3] for p in curve], "line": {"width": 0}, "fill": "tonexty",
          "fillcolor": COLOURS["band"]},
         {"type": "scatter", "mode": "lines", "name": _("Expected cost"), "x": x,
@@ -213,10 +216,19 @@ def commitment_figure(rec) -> dict:
         c = rec.evidence.get(key)
         if c is not None and c in costs:
             data.append({"type": "scatter", "mode": "markers", "name": name, "x": [c],
-                         "y": [costs[c]], "marker": {"color": colour, "size": 11}})
+                         "y": [costs[c]], "marker": {"color": colour, "size": 11},
+                         "cliponaxis": False})
+    # The whole band and every mark inside the axes, with a margin: autorange put the
+    # optimum on the bottom edge and ran the curve out of the top corner.
+    values = [v for p in curve for v in p[1:]]
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.08 or max(high, 1.0) * 0.05
     layout = _layout(_("Expected cost per period by commitment"), rec.currency,
                      hovermode="closest", height=320,
-                     xaxis={"title": {"text": _("Committed GPU-hours")}},
+                     xaxis={"title": {"text": _("Committed GPU-hours")},
+                            "range": [0, x[-1] * 1.02]},
+                     yaxis={"title": {"text": rec.currency}, "zeroline": False,
+                            "range": [max(0.0, low - pad), high + pad]},
                      legend={"orientation": "h", "y": -0.35},
                      margin={"l": 60, "r": 20, "t": 40, "b": 80})
     return {"data": data, "layout": layout}

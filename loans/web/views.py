@@ -235,6 +235,7 @@ def recommendations_of(contract: Contract, now) -> list[Recommendation]:
         rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
         rec.totals = term_totals(rec)
         rec.plans = plan_rows(rec)
+        rec.pooled = pooled_rows(rec)
         rec.figure_id = f"chart-recommendation-{rec.pk}-data"
     return recs
 
@@ -252,6 +253,25 @@ def term_totals(rec: Recommendation) -> list[dict]:
              **{q: Decimal(str(v)) for q, v in zip(("p10", "p50", "p90"), totals[name],
                                                    strict=True)}}
             for name, label in TOTAL_ROWS if name in totals and name in rec.evidence]
+
+
+POOLED_ROWS = (("current", gettext_lazy("With the commitments as they are")),
+               ("standalone", gettext_lazy("With this team's commitment advised alone")),
+               ("recommended", gettext_lazy("With the commitment advised for sharing")))
+
+
+def pooled_rows(rec: Recommendation) -> list[dict]:
+    """A sharing group's pooled advice, as table rows: the group's expected cost a period
+    with the commitments as they are, with this team's advised alone, and as advised."""
+    pooled = (rec.evidence or {}).get("pooled") if rec.kind == "commitment" else None
+    costs = (pooled or {}).get("group_costs") or {}
+    rows = []
+    for name, label in POOLED_ROWS:
+        try:
+            rows.append({"label": label, "cost": Decimal(str(costs[name]))})
+        except (KeyError, ArithmeticError):
+            continue
+    return rows
 
 
 def plan_rows(rec: Recommendation) -> list[dict]:
