@@ -62,7 +62,7 @@ class Alert(models.Model):
         indexes = [models.Index(fields=["tenant", "state"], name="alert_tenant_state")]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()}: {self.subject} ({self.state})"
+        return f"{self.get_kind_display()}: {self.subject} ({self.get_state_display()})"
 
     @property
     def text(self) -> str:

@@ -4,6 +4,7 @@ granted when they fit, or wait in a queue."""
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from core.wording import said
@@ -74,7 +75,9 @@ class BurstRequest(models.Model):
         indexes = [models.Index(fields=["state", "starts_at", "ends_at"], name="burst_window")]
 
     def __str__(self) -> str:
-        return f"{self.contract.tenant.slug} +{self.gpus} GPUs {self.starts_at:%Y-%m-%d %H:%M}"
+        return gettext("%(tenant)s +%(gpus)s GPUs %(start)s") % {
+            "tenant": self.contract.tenant.slug, "gpus": self.gpus,
+            "start": f"{self.starts_at:%Y-%m-%d %H:%M}"}
 
     @property
     def text(self) -> str:

@@ -85,7 +85,8 @@ class Recommendation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.contract} {self.get_kind_display()}: {self.recommended} ({self.state})"
+        return (f"{self.contract} {self.get_kind_display()}: {self.recommended} "
+                f"({self.get_state_display()})")
 
     @property
     def text(self) -> str:

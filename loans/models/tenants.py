@@ -72,4 +72,4 @@ class Membership(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.user} @ {self.tenant.slug} ({self.role})"
+        return f"{self.user} @ {self.tenant.slug} ({self.get_role_display()})"

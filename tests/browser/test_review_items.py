@@ -42,3 +42,25 @@ def test_item_12_the_header_leads_to_the_api_docs_in_the_pages_language(
     expect(page.locator(".opblock-summary-description", has_text=summary).first).to_be_visible()
     if language == "zh-hans":
         expect(page.locator(".info .title")).to_contain_text("gpuloans API 文档")
+
+
+@VIEWPORTS
+def test_item_4_the_admins_recent_actions_and_history_read_chinese(
+        live_server, open_page, operator, contract, viewport):
+    """An operator working in English left "vision / H100 Guaranteed 8 from 2026-11-01" and
+    "Changed Notes." behind, and a Chinese console showed them so."""
+    page = open_page(viewport)
+    log_in(page, live_server.url, "operator", f"/en/admin/loans/contract/{contract.pk}/change/")
+    page.fill("#id_notes", "Renewal talks in January.")
+    page.click("input[name=_save]")
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+
+    page.goto(f"{live_server.url}/zh-hans/admin/")
+    recent = page.locator("#recent-actions-module li").first
+    expect(recent).to_contain_text("vision / H100 Guaranteed 8，自 2026-11-01 起")
+    expect(recent).not_to_contain_text(" from ")
+    page.goto(f"{live_server.url}/zh-hans/admin/loans/contract/{contract.pk}/history/")
+    expect(page.locator("#change-history td").last).to_have_text("已修改备注。")
+
+    page.goto(f"{live_server.url}/en/admin/loans/contract/{contract.pk}/history/")
+    expect(page.locator("#change-history td").last).to_have_text("Changed Notes.")
