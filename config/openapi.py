@@ -2,6 +2,8 @@
 reading the schema learns what a 400, 401, 403, 404, 409 or 429 looks like (DRF's
 {"detail": ...}, or a field -> messages object for a 400)."""
 
+from core.api_docs import summary_of
+
 DETAIL = {"type": "object", "properties": {"detail": {"type": "string"}},
           "required": ["detail"]}
 INVALID = {"type": "object", "additionalProperties": True,
@@ -54,15 +56,3 @@ def add_error_responses(result: dict, generator, request, public) -> dict:
             for status, (description, schema) in wanted.items():
                 responses.setdefault(status, _answer(description, schema))
     return result
-
-
-def summary_of(method: str, path: str, operation: dict) -> str:
-    """A one-line summary for an operation that names none: the first sentence of its
-    description, else what the method does to the path (the docs list operations by it)."""
-    first = operation.get("description", "").strip().split("\n\n")[0].replace("\n", " ")
-    sentence = first.split(". ")[0].rstrip(".")
-    if sentence:
-        return sentence if len(sentence) <= 90 else sentence[:87].rstrip() + "..."
-    verb = {"get": "Read", "post": "Create", "put": "Replace", "patch": "Change",
-            "delete": "Delete"}.get(method, method.upper())
-    return f"{verb} {path.removeprefix('/api/v1/').rstrip('/')}"

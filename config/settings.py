@@ -416,7 +416,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "metering.intake.protocol_schema.add_agent_protocol",
         "config.openapi.add_error_responses",
-        "config.api_i18n.translate",  # last: every text in the reader's language
+        "core.api_docs.translate",  # last: every text in the reader's language
     ],
 }
 

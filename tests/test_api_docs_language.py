@@ -1,12 +1,12 @@
 """The API docs in the reader's language (issue 36, item 12): the schema asked for with
 `?lang=zh-hans` carries every summary, description and title in Chinese, the pages link the
-docs in theirs, and config/api_texts.py (what makemessages reads of the schema's docstrings)
+docs in theirs, and core/api_texts.py (what makemessages reads of the schema's docstrings)
 stays current."""
 
 import json
 import re
 
-from config.api_i18n import texts
+from core.api_docs import texts
 from loans.management.commands.api_texts import TARGET, english_texts, rendered
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -66,7 +66,7 @@ def test_the_schema_in_english_is_as_written(client, db):
 
 def test_the_schemas_texts_file_is_current():
     """A new or changed docstring fails here until `python manage.py api_texts` writes it
-    into config/api_texts.py (and makemessages, and a translation, follow)."""
+    into core/api_texts.py (and makemessages, and a translation, follow)."""
     assert TARGET.read_text(encoding="utf-8") == rendered(english_texts())
 
 

@@ -18,10 +18,11 @@ from tests.story import NOW
 pytestmark = pytest.mark.browser
 
 
-def log_in(page, base: str, username: str, next_path: str = "/en/") -> None:
+def log_in(page, base: str, username: str, next_path: str = "/en/",
+           password: str = PASSWORD) -> None:
     page.goto(f"{base}/en/accounts/login/?next={next_path}")
     page.fill("#id_username", username)
-    page.fill("#id_password", PASSWORD)
+    page.fill("#id_password", password)
     page.click("main button[type=submit]")
 
 

@@ -2,11 +2,28 @@
 English and Chinese where words are involved: the items whose fixes were first tested
 through Django's client get a browser walk here."""
 
+import csv
+import io
+import json
+import re
+from datetime import timedelta
+from pathlib import Path
+
 import pytest
+import time_machine
+from django.core.management import call_command
+from django.utils import timezone
 from playwright.sync_api import expect
 
+from loans.demo import DEMO_PASSWORD
+from loans.models import Contract
+from loans.services.closing import close_due_periods
+from metering.models import Gpu, Node, UsageSample
+from metering.usage import floor_hour, rebuild_rollups
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.browser.test_phone import PHONE
+from tests.story import NOW
+from tests.test_admin import MOMENT, fleet  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -64,3 +81,119 @@ def test_item_4_the_admins_recent_actions_and_history_read_chinese(
 
     page.goto(f"{live_server.url}/en/admin/loans/contract/{contract.pk}/history/")
     expect(page.locator("#change-history td").last).to_have_text("Changed Notes.")
+
+
+@VIEWPORTS
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+@pytest.mark.usefixtures("fleet")
+def test_item_2_the_fleets_move_link_opens_the_form_with_its_dates_and_gpus_are_whole(
+        live_server, open_page, operator, viewport, language):
+    """The admin form opened with From and Until empty (and a "hours behind server time"
+    note); the capacity table said "8.0" physical GPUs beside "4" guaranteed (item 12)."""
+    with time_machine.travel(MOMENT, tick=False):
+        stray = Gpu.objects.create(uuid="GPU-bbbb", node=Node.objects.create(name="stray"),
+                                   index=0, model="NVIDIA H100 80GB HBM3")
+        hour = floor_hour(timezone.now()) - timedelta(hours=2)
+        UsageSample.objects.create(gpu=stray, ts=hour, tenant=None, interval_s=3600,
+                                   allocated=True, util_pct=10.0)
+        rebuild_rollups(hour, hour + timedelta(hours=1))
+        page = open_page(viewport)
+        log_in(page, live_server.url, "operator", f"/{language}/fleet/")
+        physical = page.locator("#capacity tbody tr").first.locator("td").nth(1)
+        expect(physical).to_have_text(re.compile(r"^\d+$"))
+        page.click("#reattribute")
+        expect(page.locator("#id_scope")).to_have_value("unattributed")
+        for field in ("start", "end"):
+            expect(page.locator(f"#id_{field}_0")).not_to_have_value("")
+            expect(page.locator(f"#id_{field}_1")).not_to_have_value("")
+        # The day MOMENT falls on, as Django's admin writes a date in each language.
+        day = {"en": "2026-11-20", "zh-hans": "2026/11/20"}[language]
+        expect(page.locator("#id_end_0")).to_have_value(day)
+
+
+@VIEWPORTS
+@pytest.mark.parametrize(("language", "committed", "unused"), [
+    ("en", "Committed to date", "Unused in ended periods"),
+    ("zh-hans", "截至目前的承诺", "已结束账期中未用")])
+def test_item_6_whole_contract_figures_say_what_they_count(
+        live_server, open_page, lead, contract, metered, viewport, language, committed, unused):
+    """"Committed 16,000" was to date, not the term's 48,000, and "Unused" counted the open
+    period's hours still left."""
+    page = open_page(viewport)
+    log_in(page, live_server.url, "lead", f"/{language}/tenants/vision/?period=all")
+    totals = page.locator("#key-figures")
+    expect(totals.locator("[data-figure=committed]")).to_be_visible()
+    expect(totals).to_contain_text(committed)
+    expect(totals).to_contain_text(unused)
+    expect(totals).to_contain_text("12,000")  # the term's 12 periods of 1,000 GPU-h
+
+
+@VIEWPORTS
+@pytest.mark.parametrize(("language", "amend", "terminate"), [
+    ("en", "Amend the terms", "Terminate early"), ("zh-hans", "修订条款", "提前终止")])
+def test_item_10_a_signed_contract_offers_amend_and_terminate_not_delete(
+        live_server, open_page, operator, contract, viewport, language, amend, terminate):
+    page = open_page(viewport)
+    log_in(page, live_server.url, "operator",
+           f"/{language}/admin/loans/contract/{contract.pk}/change/")
+    expect(page.locator("a.deletelink")).to_have_count(0)
+    page.get_by_role("link", name=terminate).click()
+    expect(page.locator("#id_terminate")).to_be_checked()
+    page.go_back()
+    page.get_by_role("link", name=amend).click()
+    expect(page.locator("#id_contract")).to_have_value(str(contract.pk))
+    expect(page.locator("#id_terminate")).not_to_be_checked()
+
+
+@VIEWPORTS
+def test_item_11_the_periods_csv_says_stated_and_writes_each_column_at_its_precision(
+        live_server, open_page, lead, contract, metered, viewport):
+    """The state column said "closed" where the page says "stated"; numbers mixed `0`,
+    `0.000000` and `1808.000000`."""
+    close_due_periods(NOW + timedelta(days=30))
+    page = open_page(viewport)
+    log_in(page, live_server.url, "lead", "/en/tenants/vision/")
+    with page.expect_download() as download:
+        page.click("#periods-csv")
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    assert [row["state"] for row in rows][:1] == ["stated"]
+    for row in rows:
+        for name, value in row.items():
+            if name.endswith("gpu_hours") and value:
+                assert re.fullmatch(r"-?\d+(\.\d{1,3})?", value), (name, value)
+
+
+@VIEWPORTS
+@pytest.mark.parametrize(("language", "covers"), [("en", "since its first report, "),
+                                                  ("zh-hans", "首次上报起")])
+def test_item_12_a_new_node_says_what_its_completeness_covers(
+        live_server, open_page, client, operator, frozen, viewport, language, covers):
+    """A node that had reported for one minute read "Completeness, 24 h 100.0%"."""
+    node = Node.objects.create(name="new-node")
+    body = {"node": "new-node", "samples": [
+        {"gpu_uuid": "GPU-new", "ts": (NOW - timedelta(minutes=1)).isoformat(),
+         "interval_s": 60, "allocated": False}]}
+    client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {node.issue_token()}")
+    page = open_page(viewport)
+    log_in(page, live_server.url, "operator", f"/{language}/fleet/")
+    expect(page.locator(".measured-from")).to_contain_text(covers)
+
+
+@VIEWPORTS
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_item_5_the_demos_first_period_is_whole_and_signed_before_it_began(
+        live_server, open_page, db, viewport, language):
+    """The demo's data began 2026-09-05 while every contract began 2026-08-16: each first
+    period read 35.2% complete, and vision, "heading for overage", showed 2,192 GPU-h "paid
+    for, not used"."""
+    call_command("seed_demo", "--days", "40", stdout=io.StringIO())
+    call_command("close_periods", stdout=io.StringIO())  # as make demo does
+    vision = Contract.objects.get(tenant__slug="vision")
+    assert vision.signed_at < vision.window_start
+    page = open_page(viewport)
+    log_in(page, live_server.url, "vision-lead", f"/{language}/tenants/vision/?period=1",
+           password=DEMO_PASSWORD)
+    first = page.locator("#statements tr[data-period='1']")
+    expect(first.locator("td.num").last).to_contain_text("100")
+    expect(page.locator("[data-figure=unused-money]")).to_have_count(0)

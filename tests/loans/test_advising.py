@@ -152,7 +152,7 @@ def test_the_page_shows_the_cost_curve_with_the_chosen_point_and_buttons_for_lea
     shown = {r.kind: r for r in response.context["recommendations"]}
     figure = shown["commitment"].figure
     names = [t["name"] for t in figure["data"]]
-    assert names[:3] == ["P10", "P10–P90", "Expected cost"]
+    assert names[:3] == ["P10", "P10–P90 of the cost", "Expected cost"]
     marked = next(t for t in figure["data"] if t["name"] == "Recommended")
     assert marked["x"] == [float(rec.recommended)]
     assert min(figure["data"][2]["y"]) == pytest.approx(marked["y"][0], rel=0.01)

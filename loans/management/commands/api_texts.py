@@ -1,4 +1,4 @@
-"""Write config/api_texts.py: every text of the English API schema, for makemessages to read
+"""Write core/api_texts.py: every text of the English API schema, for makemessages to read
 (the schema's docstrings are not gettext calls). Run it after changing a view's docstring or
 a schema text, then `makemessages` and translate; tests/test_api_docs_language.py fails until
 the file is current."""
@@ -9,12 +9,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.utils import translation
 
-from config.api_i18n import texts
+from core.api_docs import texts
 
-TARGET = Path(settings.BASE_DIR) / "config" / "api_texts.py"
+TARGET = Path(settings.BASE_DIR) / "core" / "api_texts.py"
 HEADER = '''"""Every text of the API schema, for the translators: written by
 `python manage.py api_texts` from the English schema; do not edit by hand. makemessages reads
-these calls; the schema's hook (config.api_i18n.translate) looks each text up in the
+these calls; the schema's hook (core.api_docs.translate) looks each text up in the
 catalog."""
 
 from django.utils.translation import gettext_noop as _
@@ -36,7 +36,7 @@ def rendered(found: list[str]) -> str:
 
 
 class Command(BaseCommand):
-    help = "Write config/api_texts.py from the English API schema."
+    help = "Write core/api_texts.py from the English API schema."
 
     def handle(self, *args, **options):
         found = english_texts()

@@ -1,6 +1,6 @@
 """Every text of the API schema, for the translators: written by
 `python manage.py api_texts` from the English schema; do not edit by hand. makemessages reads
-these calls; the schema's hook (config.api_i18n.translate) looks each text up in the
+these calls; the schema's hook (core.api_docs.translate) looks each text up in the
 catalog."""
 
 from django.utils.translation import gettext_noop as _

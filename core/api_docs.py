@@ -1,17 +1,16 @@
-"""The API schema in the reader's language: `/api/docs/?lang=zh-hans` (the pages link it so
-in Chinese) asks drf-spectacular for the schema under that language, and `translate` (the
-last postprocessing hook) puts each summary, description and title through the message
-catalog. Most of those texts are docstrings, which makemessages cannot read: `texts` collects
-them from the English schema into config/api_texts.py (`python manage.py api_texts`), where
-it can, and a test keeps that file current."""
+"""The API schema's operation summaries (`summary_of`, for config.openapi), and the schema in
+the reader's language: `/api/docs/?lang=zh-hans` (the pages link it so in Chinese) asks
+drf-spectacular for the schema under that language, and `translate` (the last
+postprocessing hook) puts each summary, description and title through the message catalog.
+Most of those texts are docstrings, which makemessages cannot read: `texts` collects them
+from the English schema into core/api_texts.py (`python manage.py api_texts`), where it can,
+and a test keeps that file current."""
 
 import copy
 import re
 
 from django.utils import translation
 from django.utils.translation import gettext
-
-from config.openapi import summary_of
 
 KEYS = ("summary", "description", "title")
 ENUM = "\n\n* `"  # drf-spectacular appends a choice list to a description after this
@@ -100,3 +99,15 @@ def first_sentence(text: str) -> str:
     summary."""
     first = re.split(r"[。；\n]", text.strip(), maxsplit=1)[0].rstrip("。.")
     return first if len(first) <= 60 else first[:59] + "…"
+
+
+def summary_of(method: str, path: str, operation: dict) -> str:
+    """A one-line summary for an operation that names none: the first sentence of its
+    description, else what the method does to the path (the docs list operations by it)."""
+    first = operation.get("description", "").strip().split("\n\n")[0].replace("\n", " ")
+    sentence = first.split(". ")[0].rstrip(".")
+    if sentence:
+        return sentence if len(sentence) <= 90 else sentence[:87].rstrip() + "..."
+    verb = {"get": "Read", "post": "Create", "put": "Replace", "patch": "Change",
+            "delete": "Delete"}.get(method, method.upper())
+    return f"{verb} {path.removeprefix('/api/v1/').rstrip('/')}"
