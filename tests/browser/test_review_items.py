@@ -7,6 +7,7 @@ import io
 import json
 import re
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -16,12 +17,13 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from loans.demo import DEMO_PASSWORD
-from loans.models import Contract
+from loans.models import Contract, Plan
 from loans.services.closing import close_due_periods
 from metering.models import Gpu, Node, UsageSample
 from metering.usage import floor_hour, rebuild_rollups
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.browser.test_phone import PHONE
+from tests.loans.test_first_commitment import hourly_csv
 from tests.story import NOW
 from tests.test_admin import MOMENT, fleet  # noqa: F401
 
@@ -197,3 +199,79 @@ def test_item_5_the_demos_first_period_is_whole_and_signed_before_it_began(
     first = page.locator("#statements tr[data-period='1']")
     expect(first.locator("td.num").last).to_contain_text("100")
     expect(page.locator("[data-figure=unused-money]")).to_have_count(0)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_item_1_on_a_phone_a_refused_history_is_kept_and_the_error_names_the_checkbox(
+        live_server, open_page, operator, tmp_path, language):
+    """The error named a CLI flag (--gaps-as-idle), said "1 hours", and the chosen file was
+    cleared (the desktop walk in English: tests/browser/test_first_commitment_page.py)."""
+    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
+                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
+                        overage_rate=Decimal(15), term_months=12, currency="CNY")
+    gappy = tmp_path / "gappy.csv"
+    gappy.write_text(hourly_csv(24 * 40, skip={30}))
+    page = open_page(PHONE)
+    log_in(page, live_server.url, "operator", f"/{language}/advise/")
+    page.set_input_files("#id_history", str(gappy))
+    page.click("#advise-form button[type=submit]")
+    problem, kept = {
+        "en": ("(1 hour): give it (0 where nothing ran), or read it as idle (tick “Read "
+               "hours without a row as idle”)", "Using gappy.csv"),
+        "zh-hans": ("（1 小时）：请补上（无运行处填 0），或视为闲置"
+                    "（勾选“没有记录的小时视为闲置”）",
+                    "正在使用之前提供的文件 gappy.csv")}[language]
+    expect(page.locator("#history-problems li").first).to_contain_text(problem)
+    expect(page.locator("#history-problems")).not_to_contain_text("--gaps-as-idle")
+    expect(page.locator("#kept-file")).to_contain_text(kept)
+    page.check("#id_gaps_as_idle")
+    page.click("#advise-form button[type=submit]")
+    expect(page.locator("#advice-table tbody tr")).to_have_count(2)
+
+
+@pytest.mark.parametrize(("language", "most", "refused"), [
+    ("en", "at most 8", "The end must be after the start."),
+    ("zh-hans", "最多 8 块", "结束时间必须晚于开始时间。")])
+def test_item_7_on_a_phone_the_burst_form_says_the_most_that_fits_and_keeps_a_refusal(
+        live_server, open_page, lead, contract, language, most, refused):
+    """The GPU field took 100000 where 8 more fit, and a refused form came back empty."""
+    page = open_page(PHONE)
+    log_in(page, live_server.url, "lead", f"/{language}/tenants/vision/")
+    form = page.locator(".burst-form")
+    expect(form).to_contain_text(most)
+    expect(form.locator("input[name=gpus]")).to_have_attribute("max", "8")
+    form.locator("input[name=gpus]").fill("2")
+    form.locator("input[name=starts_at]").fill("2030-01-02T20:00")
+    form.locator("input[name=ends_at]").fill("2030-01-01T08:00")
+    form.locator("input[name=reason]").fill("ablation sweep")
+    form.locator("button[type=submit]").click()
+    expect(page.locator("#bursts .error")).to_contain_text(refused)
+    expect(form.locator("input[name=reason]")).to_have_value("ablation sweep")
+
+
+@pytest.mark.parametrize(("language", "loading"), [("en", "Loading the chart…"),
+                                                   ("zh-hans", "图表加载中…")])
+def test_item_8_on_a_phone_each_chart_box_says_it_is_loading(
+        live_server, open_page, lead, contract, metered, language, loading):
+    page = open_page(PHONE)
+    log_in(page, live_server.url, "lead", f"/{language}/tenants/vision/")
+    page.route("**/plotly.min.js", lambda route: route.abort())
+    page.goto(f"{live_server.url}/{language}/tenants/vision/")
+    for chart in ("chart-burndown", "chart-cumulative", "chart-hourly"):
+        expect(page.locator(f"#{chart} .loading")).to_have_text(loading)
+
+
+@pytest.mark.parametrize(("language", "ended", "stated"), [
+    ("en", "Final figures: this period ended with 2026-11-30", "stated 2026-12-"),
+    ("zh-hans", "最终数据：本账期截至 2026-11-30（含当日）", "出账于 2026-12-")])
+def test_item_9_on_a_phone_a_closed_period_names_its_last_day_and_when_it_was_stated(
+        live_server, open_page, lead, contract, metered, language, ended, stated):
+    close_due_periods(NOW)
+    page = open_page(PHONE)
+    log_in(page, live_server.url, "lead", f"/{language}/tenants/vision/?period=1")
+    expect(page.locator("#period-state")).to_contain_text(ended)
+    expect(page.locator("#period-picker option[selected]")).to_contain_text("2026-11-30")
+    expect(page.locator("#statement-list th .hint").first).to_contain_text(stated)
+    page.wait_for_selector("#chart-burndown .main-svg")
+    names = page.evaluate("document.getElementById('chart-burndown').data.map(t => t.name)")
+    assert not any("P10" in name for name in names)  # no forecast band on a closed period
