@@ -431,17 +431,22 @@ def test_a_contract_posted_with_more_amendment_rows_than_shown_is_not_a_500(clie
         assert answer.status_code == 200
 
 
+def stray_usage() -> None:
+    """An hour of usage two hours ago on a node no rule attributes: unattributed."""
+    stray = Gpu.objects.create(uuid="GPU-bbbb", node=Node.objects.create(name="stray"),
+                               index=0, model="NVIDIA H100 80GB HBM3")
+    hour = floor_hour(timezone.now()) - timedelta(hours=2)
+    UsageSample.objects.create(gpu=stray, ts=hour, tenant=None, interval_s=3600,
+                               allocated=True, util_pct=10.0)
+    rebuild_rollups(hour, hour + timedelta(hours=1))
+
+
 def test_the_fleet_pages_link_opens_the_move_with_its_dates(client, operator, fleet):
     """The link carried its moments raw: the `+08:00` of an offset read as a space, and the
     form opened with From and Until empty."""
     client.force_login(operator)
     with time_machine.travel(MOMENT, tick=False):
-        stray = Gpu.objects.create(uuid="GPU-bbbb", node=Node.objects.create(name="stray"),
-                                   index=0, model="NVIDIA H100 80GB HBM3")
-        hour = floor_hour(timezone.now()) - timedelta(hours=2)
-        UsageSample.objects.create(gpu=stray, ts=hour, tenant=None, interval_s=3600,
-                                   allocated=True, util_pct=10.0)
-        rebuild_rollups(hour, hour + timedelta(hours=1))
+        stray_usage()
         page = client.get("/en/fleet/").content.decode()
         # Whole GPUs as whole numbers beside the guaranteed ones (it said "8.0" beside "4")
         [physical] = re.findall(r'HBM3</td><td class="num">([^<]*)</td>', page)

@@ -4,7 +4,6 @@ through Django's client get a browser walk here."""
 
 import csv
 import io
-import json
 import re
 from datetime import timedelta
 from decimal import Decimal
@@ -13,19 +12,17 @@ from pathlib import Path
 import pytest
 import time_machine
 from django.core.management import call_command
-from django.utils import timezone
 from playwright.sync_api import expect
 
 from loans.demo import DEMO_PASSWORD
 from loans.models import Contract, Plan
 from loans.services.closing import close_due_periods
-from metering.models import Gpu, Node, UsageSample
-from metering.usage import floor_hour, rebuild_rollups
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.browser.test_phone import PHONE
 from tests.loans.test_first_commitment import hourly_csv
+from tests.loans.test_pages import report_one_minute
 from tests.story import NOW
-from tests.test_admin import MOMENT, fleet  # noqa: F401
+from tests.test_admin import MOMENT, fleet, stray_usage  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -93,12 +90,7 @@ def test_item_2_the_fleets_move_link_opens_the_form_with_its_dates_and_gpus_are_
     """The admin form opened with From and Until empty (and a "hours behind server time"
     note); the capacity table said "8.0" physical GPUs beside "4" guaranteed (item 12)."""
     with time_machine.travel(MOMENT, tick=False):
-        stray = Gpu.objects.create(uuid="GPU-bbbb", node=Node.objects.create(name="stray"),
-                                   index=0, model="NVIDIA H100 80GB HBM3")
-        hour = floor_hour(timezone.now()) - timedelta(hours=2)
-        UsageSample.objects.create(gpu=stray, ts=hour, tenant=None, interval_s=3600,
-                                   allocated=True, util_pct=10.0)
-        rebuild_rollups(hour, hour + timedelta(hours=1))
+        stray_usage()
         page = open_page(viewport)
         log_in(page, live_server.url, "operator", f"/{language}/fleet/")
         physical = page.locator("#capacity tbody tr").first.locator("td").nth(1)
@@ -171,12 +163,7 @@ def test_item_11_the_periods_csv_says_stated_and_writes_each_column_at_its_preci
 def test_item_12_a_new_node_says_what_its_completeness_covers(
         live_server, open_page, client, operator, frozen, viewport, language, covers):
     """A node that had reported for one minute read "Completeness, 24 h 100.0%"."""
-    node = Node.objects.create(name="new-node")
-    body = {"node": "new-node", "samples": [
-        {"gpu_uuid": "GPU-new", "ts": (NOW - timedelta(minutes=1)).isoformat(),
-         "interval_s": 60, "allocated": False}]}
-    client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
-                HTTP_AUTHORIZATION=f"Bearer {node.issue_token()}")
+    report_one_minute(client)
     page = open_page(viewport)
     log_in(page, live_server.url, "operator", f"/{language}/fleet/")
     expect(page.locator(".measured-from")).to_contain_text(covers)

@@ -187,15 +187,20 @@ def test_node_completeness_counts_the_gaps(client, operator, frozen):
     assert status.measured_from is None  # seen for days: the whole 24 h is measured
 
 
-def test_a_node_that_reported_for_a_minute_says_what_its_completeness_covers(
-        client, operator, frozen):
-    """It showed "Completeness, 24 h 100.0%" after one minute of reports."""
+def report_one_minute(client) -> None:
+    """A new node, "new-node", reports one minute of one idle GPU, a minute before NOW."""
     node = Node.objects.create(name="new-node")
     body = {"node": "new-node", "samples": [
         {"gpu_uuid": "GPU-new", "ts": (NOW - timedelta(minutes=1)).isoformat(),
          "interval_s": 60, "allocated": False}]}
     client.post("/api/v1/samples", json.dumps(body), content_type="application/json",
                 HTTP_AUTHORIZATION=f"Bearer {node.issue_token()}")
+
+
+def test_a_node_that_reported_for_a_minute_says_what_its_completeness_covers(
+        client, operator, frozen):
+    """It showed "Completeness, 24 h 100.0%" after one minute of reports."""
+    report_one_minute(client)
     client.force_login(operator)
     page = client.get("/en/fleet/")
     [status] = page.context["nodes"]
