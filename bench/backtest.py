@@ -16,8 +16,8 @@ start, 6 an amendment mid-term, 12 a renewal with the whole last term seen.
                 usage by more than today's level within the term; a decline damped and
                 floored; plus the windows' spread, what of the periods' spread they do not
                 show and the fit's error, the term's months pooled; from under six periods
-                without a trend, no more than the windows' quantile): what the daily job
-                advises
+                without a trend, the windows' deviations both ways and no more than their
+                quantile): what the daily job advises
   one period    advise_commitment without a term: one period's optimum, then held
   keep          the first month's usage, never changed
   80% of avg    80% of the average monthly usage (the sources' rule)

@@ -286,6 +286,11 @@ def term_commitment(hourly: list[float], *, period_hours: int, months: int,
 
         deviations = [w - trend(k * DAY_HOURS / period_hours) for k, w in enumerate(windows)]
         shown = statistics.pvariance(deviations) if len(deviations) > 1 else 0.0
+        if not slope and count < TREND_PERIODS:
+            # A few months may be one flank of a season, the other yet unseen: each window's
+            # deviation from the level counts both ways (at 3 months seen, 1.13 points of
+            # hindsight's cost behind 80% of average use became 0.77 in bench/backtest.py).
+            deviations += [-d for d in deviations]
         # A decline slows as usage nears what the team cannot do without, and stops at
         # DECLINE_FLOOR of today's level (carried on, a year's decline read from six months
         # forecast nothing left, and the team went on using a fifth of it); growth carries

@@ -339,3 +339,19 @@ def test_a_decline_stops_at_the_floor_of_todays_level():
     assert term.centres[0] == pytest.approx(400 - 60 * recommend.DECLINE_DAMPING)
     assert min(term.centres) == pytest.approx(recommend.DECLINE_FLOOR * 400)
     assert term.commitment > 0
+
+
+def test_a_short_level_reads_its_windows_both_ways_as_the_unseen_flank_of_a_season():
+    """Three months on one flank of a season: the windows all fall short of the level on
+    one side, and the model's low quantiles came from them alone (1.13 points of hindsight's
+    cost behind 80% of average use, seasonal 1.2x, bench/backtest.py; 0.77 now)."""
+    month = 720
+    flank = [1.0 + 0.4 * math.sin(math.pi * h / (3 * month)) for h in range(3 * month)]
+    term = recommend.term_commitment(flank, period_hours=month, months=12,
+                                     committed_rate=RC, overage_rate=RO)
+    assert term.slope == 0
+    for low, centre, high in zip(term.p10, term.centres, term.p90, strict=True):
+        assert low + high == pytest.approx(2 * centre)  # as wide below the level as above
+    six = recommend.term_commitment(flank + flank, period_hours=month, months=12,
+                                    committed_rate=RC, overage_rate=RO)
+    assert six.p10[0] + six.p90[0] != pytest.approx(2 * six.centres[0])  # six show a cycle
