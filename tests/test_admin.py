@@ -7,9 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 from django.contrib import admin
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.template import Context, Template
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from loans.models import Amendment, ApiToken, Contract, Plan, Recommendation, Statement
 from metering.models import (
@@ -493,3 +496,19 @@ def test_a_plan_says_which_overage_rate_applies(client, operator):
 def test_the_statements_list_fits_its_total_and_completeness(client, operator):
     columns = admin.site._registry[Statement].get_list_display(None)
     assert columns[-2:] == ["total", "complete"] and len(columns) <= 9
+
+
+def test_the_recent_actions_read_their_objects_in_one_query_a_kind(
+        client, operator, contract, django_assert_max_num_queries):
+    """Each entry named its object from the text kept at the time; read afresh, a contract's
+    name reads its tenant and plan: with select_related, not two queries an entry."""
+    kind = ContentType.objects.get_for_model(Contract)
+    for _ in range(5):
+        LogEntry.objects.create(user=operator, content_type=kind, object_id=str(contract.pk),
+                                object_repr="vision / H100 Guaranteed 8 from 2026-11-01",
+                                action_flag=CHANGE, change_message="[]")
+    template = Template("{% load admin_entries %}{% recent_entries user 10 as log %}"
+                        "{% for e in log %}{{ e.shown_repr }}|{% endfor %}")
+    with translation.override("zh-hans"), django_assert_max_num_queries(3):
+        shown = template.render(Context({"user": operator}))
+    assert shown.split("|")[:-1] == ["vision / H100 Guaranteed 8，自 2026-11-01 起"] * 5

@@ -54,6 +54,16 @@ def test_the_schema_in_chinese_has_no_english_text(client, db):
         "运营人员：分页列出（limit 与 offset）")
     assert chinese["paths"]["/api/v1/contracts/{id}/"]["get"]["responses"]["404"][
         "description"] == "对象不存在，或调用方无权查看。"
+    assert chinese["paths"]["/api/v1/bursts/{id}/approve/"]["post"]["summary"] == (
+        "批准排队中的申请（运营人员）")
+
+
+def test_each_burst_operation_says_what_it_does(client, db):
+    """Every burst operation carried the viewset's docstring, cut, as its summary."""
+    paths = schema(client)["paths"]
+    summaries = [operation["summary"] for path, operations in paths.items()
+                 if path.startswith("/api/v1/bursts/") for operation in operations.values()]
+    assert len(summaries) == 8 and len(set(summaries)) == 8
 
 
 def test_the_schema_in_english_is_as_written(client, db):

@@ -5,7 +5,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -59,6 +59,9 @@ class DecisionSerializer(serializers.Serializer):
     priority = serializers.IntegerField(required=False, min_value=-1000, max_value=1000)
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the burst requests the caller may see"),
+    retrieve=extend_schema(summary="One burst request, with what happened to it"))
 class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
                    viewsets.GenericViewSet):
     """Burst requests: members see their tenants' (operators every one); leads ask for GPUs
@@ -72,6 +75,7 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
         ).select_related("contract__tenant", "requested_by").prefetch_related("events__actor")
 
     @extend_schema(
+        summary="Ask for GPUs above the base quota (leads)",
         parameters=[OpenApiParameter(
             "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False,
             description="Up to 64 printable ASCII characters. A request with a key already "
@@ -109,27 +113,32 @@ class BurstViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retrie
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
         return Response(self.get_serializer(burst).data)
 
-    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @extend_schema(summary="Cancel a request not yet over (leads)", request=DecisionSerializer,
+                   responses=BurstSerializer)
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk=None) -> Response:
         return self._decide(request, "cancel")
 
-    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @extend_schema(summary="Grant a queued request (operators)", request=DecisionSerializer,
+                   responses=BurstSerializer)
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, pk=None) -> Response:
         return self._decide(request, "approve")
 
-    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @extend_schema(summary="Refuse a queued request (operators)", request=DecisionSerializer,
+                   responses=BurstSerializer)
     @action(detail=True, methods=["post"])
     def reject(self, request: Request, pk=None) -> Response:
         return self._decide(request, "reject")
 
-    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @extend_schema(summary="Take back a granted burst (operators)", request=DecisionSerializer,
+                   responses=BurstSerializer)
     @action(detail=True, methods=["post"])
     def revoke(self, request: Request, pk=None) -> Response:
         return self._decide(request, "revoke")
 
-    @extend_schema(request=DecisionSerializer, responses=BurstSerializer)
+    @extend_schema(summary="Set a queued request's priority (operators)",
+                   request=DecisionSerializer, responses=BurstSerializer)
     @action(detail=True, methods=["post"])
     def prioritise(self, request: Request, pk=None) -> Response:
         return self._decide(request, "prioritise")

@@ -32,8 +32,9 @@ def recent_entries(user, limit: int = 10) -> list[LogEntry]:
     for kind, ids in wanted.items():
         model = kinds[kind].model_class()
         if model is not None:
-            found.update({(kind, str(obj.pk)): obj
-                          for obj in model._default_manager.filter(pk__in=ids)})
+            # Their names read their foreign keys (a contract's, its tenant and plan).
+            objects = model._default_manager.select_related().filter(pk__in=ids)
+            found.update({(kind, str(obj.pk)): obj for obj in objects})
     for entry in entries:
         obj = found.get((entry.content_type_id, entry.object_id))
         entry.shown_repr = str(obj) if obj is not None else entry.object_repr
