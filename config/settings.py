@@ -227,6 +227,7 @@ USE_TZ = True
 USE_I18N = True
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
+FORMAT_MODULE_PATH = ["config.formats"]  # dates in forms as the pages write them
 LOCALE_PATHS = [BASE_DIR / "locale"]
 
 STATIC_URL = "static/"
