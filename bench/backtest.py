@@ -174,7 +174,7 @@ def main() -> None:
 class Worst:
     hindsight: float = -1.0  # the worst cell against hindsight
     seen: float = -1.0  # the same, over the cells whose future is in the history
-    simple: float = -1.0  # points behind the better simple baseline, the worst cell
+    simple: float = -math.inf  # points behind the better simple baseline, the worst cell
     where: str = ""  # that cell
     baseline: float = -1.0  # against the best other policy, the worst cell
     coverage: float = 0.0  # share of realised months inside P10-P90
