@@ -46,6 +46,16 @@ def period_windows(hourly: list[float], period_hours: int, lookback_days: int) -
             for i in range(0, len(recent) - period_hours + 1, DAY_HOURS)]
 
 
+def longest_windows(hourly: list[float], period_hours: int) -> tuple[int, list[float]] | None:
+    """The longest of LOOKBACKS the history covers, with its period-long windows; None
+    without a period's worth of history."""
+    for days in LOOKBACKS:
+        windows = period_windows(hourly, period_hours, days)
+        if windows:
+            return days, windows
+    return None
+
+
 def quantile(values: list[float], q: float) -> float:
     """The q-quantile, linear between order statistics (q in [0, 1])."""
     ordered = sorted(values)
@@ -125,11 +135,10 @@ def advise_commitment(hourly: list[float], *, period_hours: int, current: Decima
     With `term_months`, the commitment is held for that many periods: it and its cost curve
     come from the term model (term_commitment, or `term` where the caller fitted it), the
     expected cost a period over the term."""
-    lookback = next((days for days in LOOKBACKS if period_windows(hourly, period_hours, days)),
-                    None)
-    if lookback is None:
+    found = longest_windows(hourly, period_hours)
+    if found is None:
         return None
-    values = period_windows(hourly, period_hours, lookback)
+    lookback, values = found
     long_optimum = newsvendor(values, committed_rate, overage_rate)
     short_values = period_windows(hourly, period_hours, LOOKBACKS[-1])
     short_optimum = (newsvendor(short_values, committed_rate, overage_rate)

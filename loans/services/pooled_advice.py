@@ -65,11 +65,10 @@ def pooled_draft(contract: Contract, now: datetime, period_hours: int,
 def _draft(pooled: Pooled, contract: Contract, now: datetime, period_hours: int,
            alone: advice.Draft | None) -> advice.Draft | None:
     terms = advice.terms_ahead(contract, now)
-    lookback = next((d for d in recommend.LOOKBACKS
-                     if recommend.period_windows(pooled.hourly, period_hours, d)), None)
-    if lookback is None:
+    found = recommend.longest_windows(pooled.hourly, period_hours)
+    if found is None:
         return None
-    values = recommend.period_windows(pooled.hourly, period_hours, lookback)
+    lookback, values = found
     optimum = recommend.newsvendor(values, terms.committed_rate, terms.overage_rate)
     others = float(pooled.partners_commit)
     recommended = recommend.whole(max(0.0, optimum - others))
