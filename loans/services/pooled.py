@@ -53,10 +53,13 @@ class Pool:
     def projected_saving(self) -> Decimal:
         return sum((s.saving for s in self.projected.values()), ZERO)
 
+    def glance_of(self, contract_id: int) -> PeriodGlance:
+        """A member's own figures of its current period."""
+        return next(g for c, g in self.members if c.pk == contract_id)
+
     def covered(self, contract_id: int) -> tuple[Decimal, Decimal]:
         """(the team's projected overage alone, the part the group is projected to cover)."""
-        glance = next(g for c, g in self.members if c.pk == contract_id)
-        alone = glance.projected_cost.overage_gpu_hours
+        alone = self.glance_of(contract_id).projected_cost.overage_gpu_hours
         return alone, self.projected[contract_id].borrowed_gpu_hours
 
 

@@ -135,7 +135,7 @@ def _pool(contract: Contract, book: ledger.Ledger, now: datetime) -> dict:
     if pool is None:
         return {}
     overage, covered = pool.covered(contract.pk)
-    own = next(g for c, g in pool.members if c.pk == contract.pk)
+    own = pool.glance_of(contract.pk)
     return {"pool": pool, "own_remaining": own.remaining_gpu_hours, "team_overage": overage,
             "team_covered": covered}
 
