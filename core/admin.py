@@ -1,10 +1,12 @@
-"""Admin base classes both apps use: a read-only admin for rows that jobs write, and date
-hierarchies whose parameters are checked before Django builds a date from them."""
+"""Admin base classes both apps use: a read-only admin for rows that jobs write, a read-only
+inline for rows kept for good under the record they belong to, and date hierarchies whose
+parameters are checked before Django builds a date from them."""
 
+from django.contrib import admin
 from django.http import HttpResponseBadRequest
 from django.utils.translation import gettext_lazy as _
 
-from core.admin_figures import FiguresAdmin
+from core.admin_figures import FiguresAdmin, FiguresInline
 from core.bounds import FIRST_DAY, LAST_DAY, whole_number
 
 DATE_PARTS = {"year": (FIRST_DAY.year, LAST_DAY.year), "month": (1, 12), "day": (1, 31)}
@@ -38,4 +40,18 @@ class ReadOnlyAdmin(DatedAdmin):
         return False
 
     def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class ReadOnlyInline(FiguresInline, admin.TabularInline):
+    """Rows kept for good, shown under the record they belong to and never edited there:
+    every field read-only, none added or deleted."""
+
+    extra = 0
+    can_delete = False
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
         return False

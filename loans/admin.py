@@ -6,7 +6,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import DatedAdmin, ReadOnlyAdmin
+from core.admin import DatedAdmin, ReadOnlyAdmin, ReadOnlyInline
 from core.admin_figures import FiguresAdmin, FiguresInline, written
 from loans import admin_sharing  # noqa: F401 - registers the sharing groups' pages
 from loans.admin_ledger import AmendmentInline
@@ -276,18 +276,13 @@ class RecommendationAdmin(FiguresAdmin):
         self.message_user(request, _("%(count)s applied.") % {"count": done})
 
 
-class BurstEventInline(FiguresInline, admin.TabularInline):
+class BurstEventInline(ReadOnlyInline):
     model = BurstEvent
-    extra = 0
-    can_delete = False
-    fields = readonly_fields = ["at", "state", "actor", "said"]
+    fields = ["at", "state", "actor", "said"]
 
     @admin.display(description=_("note"))
     def said(self, event: BurstEvent) -> str:
         return event.text
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(BurstRequest)

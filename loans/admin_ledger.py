@@ -7,8 +7,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import ReadOnlyAdmin
-from core.admin_figures import FiguresAdmin, FiguresInline, written
+from core.admin import ReadOnlyAdmin, ReadOnlyInline
+from core.admin_figures import FiguresAdmin, written
 from loans.models import Amendment, Contract, CorrectionLine, Statement
 from loans.services import amendments
 
@@ -81,15 +81,9 @@ class AmendmentForm(forms.ModelForm):
             self.add_error(target if target in self.fields else None, messages)
 
 
-class AmendmentInline(FiguresInline, admin.TabularInline):
+class AmendmentInline(ReadOnlyInline):
     model = Amendment
-    extra = 0
-    can_delete = False
     fields = ["from_number", "kind", "summary", "reason", "author", "created_at"]
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
@@ -137,18 +131,12 @@ class AmendmentAdmin(FiguresAdmin):
         return amendment.from_period + 1
 
 
-class CorrectionLineInline(FiguresInline, admin.TabularInline):
+class CorrectionLineInline(ReadOnlyInline):
     model = CorrectionLine
     fk_name = "statement"
-    extra = 0
-    can_delete = False
     fields = ["period_number", "gpu_hours", "billed_gpu_hours", "overage_rate",
               "overage_before_gpu_hours", "overage_before_cost", "overage_after_gpu_hours",
               "overage_after_cost", "amount"]
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False

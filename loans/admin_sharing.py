@@ -9,35 +9,23 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.admin_figures import FiguresAdmin
 from loans.models import Contract, GroupStatement, SharingGroup, SharingMember
 from loans.services import sharing
 
 
-class SharingMemberInline(admin.TabularInline):
+class SharingMemberInline(ReadOnlyInline):
     """Who shared when: kept for good, changed only by the form's add and remove."""
 
     model = SharingMember
-    extra = 0
     fields = ["contract", "joins_at", "leaves_at", "added_by", "removed_by"]
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
-class GroupStatementInline(admin.TabularInline):
+class GroupStatementInline(ReadOnlyInline):
     model = GroupStatement
-    extra = 0
     fields = ["period_start", "period_end", "committed_cost", "overage_cost",
               "provider_total", "saving", "shared_gpu_hours", "currency"]
-    readonly_fields = fields
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class SharingGroupForm(forms.ModelForm):

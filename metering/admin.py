@@ -12,8 +12,8 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from core.admin import DatedAdmin, ReadOnlyAdmin
-from core.admin_figures import FiguresAdmin, FiguresInline
+from core.admin import DatedAdmin, ReadOnlyAdmin, ReadOnlyInline
+from core.admin_figures import FiguresAdmin
 from metering.intake.ingest import forget_gpus
 from metering.models import (
     AttributionRule,
@@ -144,17 +144,11 @@ def show_tokens(model_admin, request: HttpRequest, issued: list, template: str, 
     return response
 
 
-class TenureInline(FiguresInline, admin.TabularInline):
+class TenureInline(ReadOnlyInline):
     """Which node reported the device's samples when: kept by ingestion, never edited."""
 
     model = GpuTenure
     fields = ["node", "since", "until"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 class MoveForm(admin.helpers.ActionForm):
