@@ -47,7 +47,8 @@ def plain(text: str) -> str:
 
 def _layout(title: str, y_title: str, **extra) -> dict:
     layout = {
-        "title": {"text": title, "x": 0, "font": {"size": 15}},
+        # Titles start on the left: Plotly's toolbar sits top right and never covers one.
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
         "height": 340,
         "hovermode": "x unified",

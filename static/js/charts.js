@@ -2,24 +2,15 @@
 // data-src (the heatmap) fetched after the page, so the page itself stays fast.
 (function () {
   "use strict";
-  // Plotly's toolbar sits top right: titles start on the left so it never covers one, and a
-  // phone (no pointer to hover with) gets no toolbar at all.
+  // Plotly's toolbar sits top right, beside titles that start on the left (the figures'
+  // layout, loans.services.charts); a phone (no pointer to hover with) gets no toolbar at all.
   var phone = window.matchMedia("(max-width: 600px)").matches;
   var config = { displaylogo: false, responsive: true, displayModeBar: phone ? false : "hover" };
-
-  function left(layout) {
-    if (layout && layout.title) {
-      if (typeof layout.title === "string") { layout.title = { text: layout.title }; }
-      layout.title.x = 0;
-      layout.title.xanchor = "left";
-    }
-    return layout;
-  }
 
   function draw(element, figure) {
     if (!window.Plotly) { return; }  // not (yet) loaded: the box keeps saying so
     element.innerHTML = "";  // the "loading" note the page shows until the chart is drawn
-    window.Plotly.newPlot(element, figure.data, left(figure.layout), config);
+    window.Plotly.newPlot(element, figure.data, figure.layout, config);
   }
 
   document.querySelectorAll("[data-plot]").forEach(function (element) {
