@@ -45,19 +45,25 @@ def test_a_lead_of_a_tenant_without_a_contract_is_led_to_it(live_server, page, l
     expect(page.locator("h1")).to_have_text("首次签约建议")
 
 
+def send_gappy_history(page, base: str, language: str, folder) -> None:
+    """An operator sends 40 days of history with one hour missing, where the only plan
+    offered has a commitment (no on-demand price): the page refuses it and keeps the file."""
+    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
+                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
+                        overage_rate=Decimal(15), term_months=12, currency="CNY")
+    gappy = folder / "gappy.csv"
+    gappy.write_text(hourly_csv(24 * 40, skip={30}))
+    log_in(page, base, "operator", f"/{language}/advise/")
+    page.set_input_files("#id_history", str(gappy))
+    page.click("#advise-form button[type=submit]")
+
+
 def test_with_no_on_demand_plan_the_defaults_advise_and_a_refused_file_is_kept(
         live_server, page, operator, tmp_path):
     """The page's defaults refused every upload where no plan without a commitment was
     offered, and cleared the chosen file: now on demand is priced at the dearest overage rate
     (said so), and a file the page refused is used again without choosing it again."""
-    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
-                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
-                        overage_rate=Decimal(15), term_months=12, currency="CNY")
-    gappy = tmp_path / "gappy.csv"
-    gappy.write_text(hourly_csv(24 * 40, skip={30}))
-    log_in(page, live_server.url, "operator", "/en/advise/")
-    page.set_input_files("#id_history", str(gappy))
-    page.click("#advise-form button[type=submit]")
+    send_gappy_history(page, live_server.url, "en", tmp_path)
     expect(page.locator("#history-problems li").first).to_contain_text(
         "(1 hour): give it (0 where nothing ran), or read it as idle (tick “Read hours "
         "without a row as idle”)")

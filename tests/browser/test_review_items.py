@@ -6,7 +6,6 @@ import csv
 import io
 import re
 from datetime import timedelta
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -15,11 +14,11 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from loans.demo import DEMO_PASSWORD
-from loans.models import Contract, Plan
+from loans.models import Contract
 from loans.services.closing import close_due_periods
-from tests.browser.test_dashboard_in_a_browser import log_in
+from tests.browser.test_dashboard_in_a_browser import ask_backwards, log_in
+from tests.browser.test_first_commitment_page import send_gappy_history
 from tests.browser.test_phone import PHONE
-from tests.loans.test_first_commitment import hourly_csv
 from tests.loans.test_pages import report_one_minute
 from tests.story import NOW
 from tests.test_admin import MOMENT, fleet, stray_usage  # noqa: F401
@@ -193,15 +192,8 @@ def test_item_1_on_a_phone_a_refused_history_is_kept_and_the_error_names_the_che
         live_server, open_page, operator, tmp_path, language):
     """The error named a CLI flag (--gaps-as-idle), said "1 hours", and the chosen file was
     cleared (the desktop walk in English: tests/browser/test_first_commitment_page.py)."""
-    Plan.objects.create(name="Guaranteed 8", base_quota_gpus=8, max_quota_gpus=16,
-                        committed_gpu_hours=Decimal(4000), committed_rate=Decimal(10),
-                        overage_rate=Decimal(15), term_months=12, currency="CNY")
-    gappy = tmp_path / "gappy.csv"
-    gappy.write_text(hourly_csv(24 * 40, skip={30}))
     page = open_page(PHONE)
-    log_in(page, live_server.url, "operator", f"/{language}/advise/")
-    page.set_input_files("#id_history", str(gappy))
-    page.click("#advise-form button[type=submit]")
+    send_gappy_history(page, live_server.url, language, tmp_path)
     problem, kept = {
         "en": ("(1 hour): give it (0 where nothing ran), or read it as idle (tick “Read "
                "hours without a row as idle”)", "Using gappy.csv"),
@@ -227,11 +219,7 @@ def test_item_7_on_a_phone_the_burst_form_says_the_most_that_fits_and_keeps_a_re
     form = page.locator(".burst-form")
     expect(form).to_contain_text(most)
     expect(form.locator("input[name=gpus]")).to_have_attribute("max", "8")
-    form.locator("input[name=gpus]").fill("2")
-    form.locator("input[name=starts_at]").fill("2030-01-02T20:00")
-    form.locator("input[name=ends_at]").fill("2030-01-01T08:00")
-    form.locator("input[name=reason]").fill("ablation sweep")
-    form.locator("button[type=submit]").click()
+    ask_backwards(form)
     expect(page.locator("#bursts .error")).to_contain_text(refused)
     expect(form.locator("input[name=reason]")).to_have_value("ablation sweep")
 
