@@ -42,7 +42,7 @@ TEXTS = (
     _('Copied from the plan at signing; empty: any model.'),
     _('Create a sharing group'),
     _('Created'),
-    _('DELETE takes a contract out of the group from its next period not begun.'),
+    _('DELETE takes a contract out of the group from its next period not begun. A contract\nthat has ended left with its end, and one in its last period shares to its end: both are\nanswered with what they are (`detail`), not refused, so removing twice is harmless.'),
     _('Database unavailable; keep the batch and retry.'),
     _('Decided'),
     _('Done'),

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework.exceptions import PermissionDenied
 
 from core.roles import OPERATORS, is_operator, may  # noqa: F401 - asked here by the apps
-from loans.models import Contract, Membership, Tenant
+from loans.models import Contract, Membership, SharingGroup, Tenant
 
 
 def tenants_for(user) -> QuerySet[Tenant]:
@@ -55,6 +55,27 @@ def is_lead(user, tenant_id: int) -> bool:
                                      role=Membership.Role.LEAD).exists()
 
 
+def tenants_led_by(user) -> QuerySet[Tenant]:
+    """Operators: every tenant; everyone else the tenants they lead."""
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    if is_operator(user):
+        return Tenant.objects.all()
+    return Tenant.objects.filter(memberships__user=user,
+                                 memberships__role=Membership.Role.LEAD).distinct()
+
+
+def groups_for(user) -> QuerySet[SharingGroup]:
+    """The sharing groups a caller may read: operators every one; a lead those its tenants'
+    contracts are in; nobody else any (a group's figures are for its members' leads: in a
+    group of two, a member who is not a lead would get the partner's costs by subtraction;
+    the tenant page asks the same of is_lead)."""
+    if is_operator(user):
+        return SharingGroup.objects.all()
+    return SharingGroup.objects.filter(
+        members__contract__tenant__in=tenants_led_by(user)).distinct()
+
+
 class Refused(PermissionDenied):
     """A write this caller may not make."""
 
@@ -77,6 +98,12 @@ WRITES = {
     "set-overage-policy": (lambda user, tenant_id: _lead(user, tenant_id)
                            or may(user, "loans.add_overagepolicy"),
                            _("Only the tenant's leads and operators set the overage policy.")),
+    "create-sharing-group": (lambda user, _tenant_id: may(user, "loans.add_sharinggroup"),
+                             _("Only operators change sharing groups.")),
+    "add-sharing-member": (lambda user, _tenant_id: may(user, "loans.add_sharingmember"),
+                           _("Only operators change sharing groups.")),
+    "remove-sharing-member": (lambda user, _tenant_id: may(user, "loans.change_sharingmember"),
+                              _("Only operators change sharing groups.")),
 }
 
 

@@ -19,7 +19,7 @@ class SharingMemberInline(ReadOnlyInline):
     """Who shared when: kept for good, changed only by the form's add and remove."""
 
     model = SharingMember
-    fields = ["contract", "joins_at", "leaves_at", "added_by", "removed_by"]
+    fields = ["contract", "joins_at", "leaves_at", "voided_at", "added_by", "removed_by"]
 
 
 class GroupStatementInline(ReadOnlyInline):
@@ -36,8 +36,9 @@ class SharingGroupForm(forms.ModelForm):
                     "statement yet). Save a new group first."))
     remove_contract = forms.ModelChoiceField(
         label=_("remove contract"), required=False,
-        queryset=Contract.objects.filter(sharing__leaves_at__isnull=True).select_related(
-            "tenant"),
+        queryset=Contract.objects.filter(sharing__leaves_at__isnull=True,
+                                         sharing__voided_at__isnull=True).select_related(
+            "tenant").distinct(),
         help_text=_("It stops sharing from its next period not begun."))
 
     class Meta:
@@ -80,7 +81,8 @@ class SharingGroupAdmin(FiguresAdmin):
         if contract := form.cleaned_data.get("add_contract"):
             sharing.join(form.instance, contract, by=request.user, now=now)
         if contract := form.cleaned_data.get("remove_contract"):
-            sharing.leave(form.instance, contract, by=request.user, now=now)
+            member = sharing.leave(form.instance, contract, by=request.user, now=now)
+            self.message_user(request, sharing.departure(member, now))
 
 
 @admin.register(GroupStatement)

@@ -1,7 +1,7 @@
 """Sharing groups over the API: operators create groups, add and remove contracts from a period
 that has not begun, and read each group's members over time and its statements; a lead reads
 the groups its contracts are in: the members' team names and the group's totals, never another
-team's usage or statements."""
+team's usage or statements; a member who is not a lead reads none (loans.access.groups_for)."""
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -14,8 +14,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.roles import is_operator, may
-from loans.access import Refused, tenants_for
+from core.roles import is_operator
+from loans.access import groups_for, require
 from loans.maths import billing
 from loans.models import Contract, GroupStatement, SharingGroup, SharingMember
 from loans.models.fields import currency_validator
@@ -46,7 +46,9 @@ class MemberRequest(serializers.Serializer):
 def _member(row: SharingMember, full: bool) -> dict:
     out = {"contract": row.contract_id, "tenant": row.contract.tenant.name,
            "from": row.joins_at.isoformat(),
-           "until": row.leaves_at.isoformat() if row.leaves_at else None}
+           "until": row.leaves_at.isoformat() if row.leaves_at else None,
+           "ends": None if row.is_void else row.ends_at.isoformat(),
+           "void": row.is_void}
     if full:
         out |= {"tenant_slug": row.contract.tenant.slug,
                 "added_by": row.added_by.get_username() if row.added_by else None,
@@ -73,15 +75,8 @@ def group_json(group: SharingGroup, user) -> dict:
             "statements": [_statement(g) for g in group.statements.order_by("period_start")]}
 
 
-def visible_groups(user):
-    if is_operator(user):
-        return SharingGroup.objects.all()
-    return SharingGroup.objects.filter(
-        members__contract__tenant__in=tenants_for(user)).distinct()
-
-
 def _group(user, pk: int) -> SharingGroup:
-    group = visible_groups(user).filter(pk=pk).first()
+    group = groups_for(user).filter(pk=pk).first()
     if group is None:
         raise Http404("No such sharing group.")
     return group
@@ -99,11 +94,6 @@ def _refusal(error: ValidationError) -> Response:
     return Response(body, status=status.HTTP_400_BAD_REQUEST)
 
 
-def _require_operator(user, permission: str) -> None:
-    if not may(user, permission):
-        raise Refused("Only operators change sharing groups.")
-
-
 class SharingGroups(APIView):
     """Sharing groups: operators see and create them; a lead sees those its contracts are in.
     POST `{"name", "currency", "contracts": [ids]}` creates one, each contract joining from
@@ -117,13 +107,13 @@ class SharingGroups(APIView):
                    responses={200: {"type": "array", "items": {"type": "object"}}})
     def get(self, request: Request) -> Response:
         return Response([group_json(g, request.user)
-                         for g in visible_groups(request.user).order_by("name")])
+                         for g in groups_for(request.user).order_by("name")])
 
     @extend_schema(summary="Create a sharing group", request=GroupRequest,
                    operation_id="v1_sharing_groups_create",
                    responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request) -> Response:
-        _require_operator(request.user, "loans.add_sharinggroup")
+        require(request.user, "create-sharing-group")
         query = GroupRequest(data=request.data)
         query.is_valid(raise_exception=True)
         data = query.validated_data
@@ -159,7 +149,7 @@ class SharingGroupContracts(APIView):
                    responses={201: OpenApiTypes.OBJECT})
     def post(self, request: Request, pk: int) -> Response:
         group = _group(request.user, pk)
-        _require_operator(request.user, "loans.add_sharingmember")
+        require(request.user, "add-sharing-member")
         query = MemberRequest(data=request.data)
         query.is_valid(raise_exception=True)
         try:
@@ -171,7 +161,9 @@ class SharingGroupContracts(APIView):
 
 
 class SharingGroupContract(APIView):
-    """DELETE takes a contract out of the group from its next period not begun."""
+    """DELETE takes a contract out of the group from its next period not begun. A contract
+    that has ended left with its end, and one in its last period shares to its end: both are
+    answered with what they are (`detail`), not refused, so removing twice is harmless."""
 
     permission_classes = [permissions.IsAuthenticated]
 
@@ -180,9 +172,11 @@ class SharingGroupContract(APIView):
                    responses={200: OpenApiTypes.OBJECT})
     def delete(self, request: Request, pk: int, contract_id: int) -> Response:
         group = _group(request.user, pk)
-        _require_operator(request.user, "loans.change_sharingmember")
+        require(request.user, "remove-sharing-member")
+        now = timezone.now()
         try:
-            sharing.leave(group, _contract(contract_id), by=request.user, now=timezone.now())
+            member = sharing.leave(group, _contract(contract_id), by=request.user, now=now)
         except ValidationError as error:
             return _refusal(error)
-        return Response(group_json(group, request.user))
+        return Response(group_json(group, request.user)
+                        | {"detail": sharing.departure(member, now)})

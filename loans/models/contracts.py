@@ -198,7 +198,13 @@ class Contract(ContractChecks, models.Model):
             raise ValidationError({name: _("Signed terms change only by an amendment.")
                                    for name in changed})
         self._place()
+        cancelled = (self.status == self.Status.CANCELLED
+                     and self.stored("status") != self.Status.CANCELLED)
         super().save(*args, **kwargs)
+        if cancelled:
+            # A contract cancelled before its start lends nothing: its sharing memberships are
+            # kept, marked void (DESIGN "Sharing a commitment").
+            self.sharing.filter(voided_at__isnull=True).update(voided_at=timezone.now())
         self._remember_stored()
 
     @classmethod

@@ -34,7 +34,10 @@ class SharingGroup(models.Model):
 
 class SharingMember(models.Model):
     """A contract in a group from the start of one of its periods (`joins_at`) until the start
-    of a later one (`leaves_at`; open while it stays)."""
+    of a later one (`leaves_at`), or the end of the contract (its term, or an early
+    termination), whichever comes first: nobody need remove an ended contract. Cancelling
+    the contract before its start voids the membership (`voided_at`): kept, never deleted,
+    and it shares nothing."""
 
     group = models.ForeignKey(SharingGroup, verbose_name=_("group"), on_delete=models.PROTECT,
                               related_name="members")
@@ -50,6 +53,8 @@ class SharingMember(models.Model):
     removed_by = models.ForeignKey(settings.AUTH_USER_MODEL, verbose_name=_("removed by"),
                                    on_delete=models.SET_NULL, null=True, blank=True,
                                    related_name="+")
+    voided_at = models.DateTimeField(_("void since"), null=True, blank=True, help_text=_(
+        "When the contract was cancelled before its start: the membership shares nothing."))
     changed_at = models.DateTimeField(_("changed at"), auto_now=True)
 
     class Meta:
@@ -65,8 +70,24 @@ class SharingMember(models.Model):
     def __str__(self) -> str:
         return f"{self.group}: {self.contract}"
 
+    @property
+    def ends_at(self):
+        """The first instant it no longer shares: its leaving, or the contract's end."""
+        end = self.contract.window_end
+        return end if self.leaves_at is None else min(self.leaves_at, end)
+
+    @property
+    def is_void(self) -> bool:
+        return self.voided_at is not None or self.contract.status not in Contract.HOLDING
+
     def covers(self, instant) -> bool:
-        return self.joins_at <= instant and (self.leaves_at is None or instant < self.leaves_at)
+        """Whether the contract shares in the group at `instant`: a signed contract, inside
+        its membership and its own interval."""
+        return not self.is_void and self.joins_at <= instant < self.ends_at
+
+    def ended(self, now) -> bool:
+        """Whether it shares no period from `now` on (left, or the contract has ended)."""
+        return not self.is_void and self.ends_at <= now
 
 
 class SharingLine(models.Model):

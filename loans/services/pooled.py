@@ -67,8 +67,9 @@ def pools(now: datetime, groups: sharing.Groups | None = None) -> list[Pool]:
     """The pooled burn-down of every group with a period running now (of `groups`, where
     given: those a ledger read), every member's figures read in one query."""
     if groups is None:
-        groups = sharing.Groups(list(SharingMember.objects.select_related(
-            "contract__plan", "contract__tenant", "group")))
+        groups = sharing.Groups(list(SharingMember.objects.filter(voided_at__isnull=True)
+                                     .select_related("contract__plan", "contract__tenant",
+                                                     "group")))
     if not groups.rows:
         return []
     by_group: dict[int, list[tuple[Contract, object]]] = {}

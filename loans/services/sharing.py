@@ -44,11 +44,12 @@ class Groups:
 def groups_of(contract_ids: list[int]) -> Groups:
     """Every membership of every group the contracts have been in (two queries, none where
     they never were)."""
-    group_ids = set(SharingMember.objects.filter(contract_id__in=contract_ids)
+    group_ids = set(SharingMember.objects.filter(contract_id__in=contract_ids,
+                                                 voided_at__isnull=True)
                     .values_list("group_id", flat=True))
     if not group_ids:
         return Groups()
-    rows = list(SharingMember.objects.filter(group_id__in=group_ids)
+    rows = list(SharingMember.objects.filter(group_id__in=group_ids, voided_at__isnull=True)
                 .select_related("contract", "contract__plan", "contract__tenant", "group"))
     with_amendments(list({r.contract_id: r.contract for r in rows}.values()))
     return Groups(rows)
@@ -60,7 +61,8 @@ def partners(contract: Contract) -> list[int]:
     found, grown = {contract.pk}, True
     while grown:
         rows = set(SharingMember.objects.filter(
-            group__members__contract__in=found).values_list("contract_id", flat=True))
+            group__members__contract__in=found, group__members__voided_at__isnull=True,
+            voided_at__isnull=True).values_list("contract_id", flat=True))
         grown = not rows <= found
         found |= rows
     return sorted(found)
@@ -106,6 +108,15 @@ def next_start(contract: Contract, now: datetime) -> datetime | None:
     return next((p.start for p in contract.periods() if p.start > now), None)
 
 
+def sharing_from(group: SharingGroup, joins_at: datetime, contract: Contract
+                 ) -> list[SharingMember]:
+    """The group's memberships, other than the contract's, that still share at or after
+    `joins_at`: a contract that has ended, left before then or was voided is no partner."""
+    return [m for m in group.members.select_related("contract", "contract__tenant")
+            .filter(voided_at__isnull=True)
+            if m.contract_id != contract.pk and not m.is_void and m.ends_at > joins_at]
+
+
 def _check_fits(group: SharingGroup, contract: Contract, joins_at: datetime) -> None:
     if contract.status not in Contract.HOLDING:
         raise ValidationError(_("Contract %(id)s is not signed: only signed contracts share.")
@@ -116,10 +127,9 @@ def _check_fits(group: SharingGroup, contract: Contract, joins_at: datetime) -> 
                                 "is in %(group_currency)s.") % {
             "id": contract.pk, "currency": currency, "group": group.name,
             "group_currency": group.currency})
-    others = [m.contract for m in group.members.filter(leaves_at__isnull=True)
-              .select_related("contract") if m.contract_id != contract.pk]
     starts = {p.start for p in contract.periods()}
-    for other in others:
+    for row in sharing_from(group, joins_at, contract):
+        other = row.contract
         if other.tenant_id == contract.tenant_id:
             raise ValidationError(_("Contract %(id)s is of a tenant already in the group, by "
                                     "contract %(other)s.") % {"id": contract.pk,
@@ -140,7 +150,8 @@ def join(group: SharingGroup, contract: Contract, *, by, now: datetime) -> Shari
     has no statement yet; ValidationError with the reason where it cannot."""
     with transaction.atomic():
         Contract.objects.select_for_update().filter(pk=contract.pk).first()
-        if SharingMember.objects.filter(contract=contract, leaves_at__isnull=True).exists():
+        if any(not m.is_void and m.ends_at > now for m in SharingMember.objects.filter(
+                contract=contract, leaves_at__isnull=True).select_related("contract")):
             raise ValidationError(_("Contract %(id)s is in a sharing group already: it leaves "
                                     "that one first.") % {"id": contract.pk})
         stated = Statement.objects.filter(contract=contract).exists()
@@ -166,12 +177,19 @@ def join(group: SharingGroup, contract: Contract, *, by, now: datetime) -> Shari
 
 def leave(group: SharingGroup, contract: Contract, *, by, now: datetime) -> SharingMember:
     """The contract leaves from its next period that has not begun (from its start, where it
-    joined for a period not begun yet)."""
+    joined for a period not begun yet). A contract that has ended left with its end, and one
+    in its last period shares to its end: both are answered as they are (see `departure`),
+    not refused."""
     with transaction.atomic():
         Contract.objects.select_for_update().filter(pk=contract.pk).first()
-        member = SharingMember.objects.filter(group=group, contract=contract,
-                                              leaves_at__isnull=True).first()
+        member = (SharingMember.objects.select_related("contract")
+                  .filter(group=group, contract=contract, leaves_at__isnull=True,
+                          voided_at__isnull=True).first())
         if member is None:
+            member = (SharingMember.objects.select_related("contract")
+                      .filter(group=group, contract=contract).order_by("-joins_at").first())
+            if member is not None and (member.ended(now) or member.is_void):
+                return member
             raise ValidationError(_("Contract %(id)s is not in the group %(group)s.")
                                   % {"id": contract.pk, "group": group.name})
         if member.joins_at > now:
@@ -179,9 +197,26 @@ def leave(group: SharingGroup, contract: Contract, *, by, now: datetime) -> Shar
             return member
         leaves_at = next_start(contract, now)
         if leaves_at is None:
-            raise ValidationError(_("Contract %(id)s has no period left: it shares to its "
-                                    "end.") % {"id": contract.pk})
+            return member  # it has ended, or shares its last period to the end
         member.leaves_at, member.removed_by = leaves_at, by
         member.save(update_fields=["leaves_at", "removed_by", "changed_at"])
         return member
 
+
+def departure(member: SharingMember, now: datetime) -> str:
+    """What removing a contract did, in the reader's words."""
+    day = member.ends_at.astimezone(member.contract.zone).date().isoformat()
+    if member.is_void:
+        return _("Contract %(id)s was cancelled before its start: its membership is void and "
+                 "it shares nothing.") % {"id": member.contract_id}
+    if member.pk is None:
+        return _("Contract %(id)s was to join from a period not begun yet: it no longer "
+                 "will.") % {"id": member.contract_id}
+    if member.ends_at <= now:
+        return _("Contract %(id)s ended on %(day)s: its membership ended with it.") % {
+            "id": member.contract_id, "day": day}
+    if member.leaves_at is None:
+        return _("Contract %(id)s is in its last period: it shares to its end, %(day)s.") % {
+            "id": member.contract_id, "day": day}
+    return _("Contract %(id)s stops sharing from %(day)s.") % {
+        "id": member.contract_id, "day": day}

@@ -11,6 +11,9 @@ ALLOWED = {  # action: the actors who may
     "decide-recommendation": {"lead"},
     "amend-contract": {"operator"},
     "set-overage-policy": {"lead", "operator"},
+    "create-sharing-group": {"operator"},
+    "add-sharing-member": {"operator"},
+    "remove-sharing-member": {"operator"},
 }
 
 

@@ -167,20 +167,21 @@ TABLE = {
     "tenant-advise": ("GET", "/en/tenants/vision/advise/",
                       {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
                        "operator": 200}),
-    # Sharing groups: members read the groups their tenant's contracts are in (the group's
-    # totals and team names); operators read every group and change them.
+    # Sharing groups: a lead reads the groups its team's contracts are in (the group's totals
+    # and team names); a member who is not a lead reads none (subtraction would give it the
+    # partners' costs); operators read every group and change them.
     "api-sharing-groups": ("GET", "/api/v1/sharing-groups/",
                            {"*": 200, "anonymous": 401, "agent": 401}),
     "api-sharing-groups-create": ("POST", "/api/v1/sharing-groups/",
                                   {"*": 403, "anonymous": 401, "agent": 401, "operator": 400}),
     "api-sharing-group": ("GET", "/api/v1/sharing-groups/{g}/",
-                          {"*": 401, "member": 200, "outsider": 404, "lead": 200,
+                          {"*": 401, "member": 404, "outsider": 404, "lead": 200,
                            "operator": 200}),
     "api-sharing-group-contracts": ("POST", "/api/v1/sharing-groups/{g}/contracts/",
-                                    {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                                    {"*": 401, "member": 404, "outsider": 404, "lead": 403,
                                      "operator": 400}),
     "api-sharing-group-contract": ("DELETE", "/api/v1/sharing-groups/{g}/contracts/{c}/",
-                                   {"*": 401, "member": 403, "outsider": 404, "lead": 403,
+                                   {"*": 401, "member": 404, "outsider": 404, "lead": 403,
                                     "operator": 200}),
     # The admin: operators only; everyone else is sent to its login.
     "admin-index": ("GET", "/en/admin/", {"*": ADMIN_LOGIN, "operator": 200}),
