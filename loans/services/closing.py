@@ -1,8 +1,9 @@
 """Period close: once a period has ended and the late-data grace has passed, its statement is
 written, once, with the corrections of earlier periods whose usage changed since their own
-statements. After a contract's last period, corrections are stated on corrections statements,
-one for each later anniversary month that has any, once that month and its grace are over.
+statements.
 A contract whose last period is stated is marked ended. Nothing written is ever rewritten.
+After a contract's last period, a correction goes on a corrections statement labelled with the
+anniversary month it is written in, at most one a month.
 
 A contract is closed in one transaction under its row's lock: concurrent closers (and
 amendments, which take the same lock) queue, and each reads what the previous one wrote. A
@@ -207,16 +208,15 @@ def _write_group_statements(groups: sharing.Groups, written: list[Statement]) ->
 
 def _write_corrections_statement(contract: Contract, now: datetime,
                                  groups: sharing.Groups | None = None) -> list[Statement]:
-    """After the last period: the corrections pending, on the statement of the first later
-    anniversary month that has ended with its grace and has none yet."""
+    """After the last period and its grace: the corrections pending, on a statement labelled
+    with the anniversary month it is written in (as FOCUS bills it), one such month at most."""
     book = ledger.read(contract, now, groups)
     pending = book.pending
-    if not pending:
+    if not pending or not ledger.due(contract.periods()[-1], now):
         return []
-    last = max(s.period_index for s in book.statements)
-    month = billing.period_of(contract.starts_on, last + 1, contract.zone)
-    if not ledger.due(month, now):
-        return []
+    month = month_of(contract, now)
+    if any(s.period_index >= month.index for s in book.statements):
+        return []  # this month's is written: the next month's carries what came since
     terms = book.entries[-1].terms
     corrections = sum((c.amount for _e, c in pending), ZERO)
     statement = Statement.objects.create(
@@ -231,3 +231,14 @@ def _write_corrections_statement(contract: Contract, now: datetime,
         completeness=Decimal(1))
     _lines(statement, pending, {s.period_index: s for s in book.statements})
     return [statement]
+
+
+def month_of(contract: Contract, moment: datetime) -> billing.Period:
+    """The anniversary month of the contract's start that holds `moment`, past its term too
+    (the month a corrections statement written then is labelled and billed in)."""
+    index = len(contract.periods())
+    while True:
+        month = billing.period_of(contract.starts_on, index, contract.zone)
+        if moment < month.end:
+            return month
+        index += 1

@@ -157,9 +157,9 @@ def _covered(row: dict, commitment: dict, s: Statement, plan_id: int, status: st
         "ChargeClass": "Correction" if correction else "", "PricingCategory": "Committed",
         "BilledCost": _money(ZERO, s.currency), "EffectiveCost": _money(cost, s.currency),
         "CommitmentDiscountStatus": status,
-        # FOCUS leaves a correction's commitment quantity empty: its quantities say it.
-        **({"CommitmentDiscountQuantity": "", "CommitmentDiscountUnit": ""} if correction
-           else {"CommitmentDiscountQuantity": _number(hours)}),
+        # A correction's quantity is the change (negative where hours leave Unused), so a tool
+        # that adds up Used and Unused quantities reads the corrected period's split.
+        "CommitmentDiscountQuantity": _number(hours),
         **({"ConsumedQuantity": _number(hours), "ConsumedUnit": UNIT}
            if status == "Used" else {}),
         "ChargeDescription": description,

@@ -13,6 +13,12 @@ are allowed to fail:
 - InvoiceId-C-004-C ("MUST be null when the charge is on no invoice") and C-005-C ("MUST NOT be
   null when it is") carry no condition at all, so one of them fails on any dataset; their
   parent, InvoiceId-C-003-C (either), passes. A statement is an invoice: InvoiceId is set.
+- CommitmentDiscountQuantity-C-007-C says "MUST be null in all other cases", the others than
+  a Usage or Purchase row with a CommitmentDiscountId, where C-006-C says a Correction "MAY be
+  null"; its machine-readable condition adds ChargeClass = Correction to the other cases, so a
+  correction row that says how many committed hours moved from Unused to Used fails it. The
+  export fills it (a tool adding up a period's Used and Unused quantities reads the corrected
+  split, not the stated one); its parents C-003-C and C-000-C fail with it.
 """
 
 import re
@@ -46,6 +52,8 @@ APR = JAN.replace(month=4)
 VALIDATOR_DEFECTS = {
     "CommitmentDiscountStatus-C-000-C", "CommitmentDiscountStatus-C-002-C",
     "CommitmentDiscountStatus-C-004-C", "InvoiceId-C-004-C", "InvoiceId-C-005-C",
+    "CommitmentDiscountQuantity-C-000-C", "CommitmentDiscountQuantity-C-003-C",
+    "CommitmentDiscountQuantity-C-007-C",
 }
 
 pytestmark = pytest.mark.usefixtures("long_retention")
@@ -160,6 +168,12 @@ def test_late_hours_under_the_commitment_move_from_unused_to_used(ledgers):
     february = [r for r in rows if r["ChargePeriodStart"] == "2026-02-01T00:00:00Z"
                 and r["CommitmentDiscountStatus"] == "Used"]
     assert sum(D(r["PricingQuantity"]) for r in february) == D(50)
+    # The commitment's quantities say the same split: 50 used, 50 unused, corrections in.
+    split = {status: sum(D(r["CommitmentDiscountQuantity"]) for r in rows
+                         if r["ChargePeriodStart"] == "2026-02-01T00:00:00Z"
+                         and r["CommitmentDiscountStatus"] == status)
+             for status in ("Used", "Unused")}
+    assert split == {"Used": D(50), "Unused": D(50)}
 
 
 def test_a_pay_as_you_go_contract_has_no_purchase_and_no_empty_rows(ledgers):

@@ -95,11 +95,28 @@ def test_late_usage_after_the_last_period_goes_on_a_corrections_statement(signed
     meter("vision", MAR + timedelta(days=3), 5, gpu_prefix="LATE", at=APR + GRACE)
     page = ledger.read(Contract.objects.get(), APR + GRACE)
     assert [(e.period.index, c.amount) for e, c in page.pending] == [(2, D("60.00"))]
-    assert close(APR + timedelta(days=10)) == []  # stated at the end of the next month
-    [final] = close(datetime(2026, 5, 1, tzinfo=UTC) + GRACE)
+    [final] = close(APR + timedelta(days=10))  # stated in the month it is written: April
     assert final.kind == Statement.Kind.CORRECTIONS and final.total_cost == D("60.00")
+    assert (final.period_index, final.period_start) == (3, APR)
     assert [(c.period_index, c.amount) for c in final.corrections.all()] == [(2, D("60.00"))]
     assert close(datetime(2026, 7, 1, tzinfo=UTC)) == []  # nothing is billed twice
+
+
+def test_a_corrections_statement_is_labelled_with_the_month_it_is_written_in(signed):
+    """The contract ended with March; usage of March reached the meter in May: its
+    corrections statement is May's, not April's (the month after the term)."""
+    meter("vision", MAR, 130)
+    close(APR + GRACE)
+    may = datetime(2026, 5, 1, tzinfo=UTC)
+    meter("vision", MAR + timedelta(days=3), 5, gpu_prefix="LATE", at=may + timedelta(days=3))
+    [final] = close(may + timedelta(days=4))
+    assert final.kind == Statement.Kind.CORRECTIONS
+    assert (final.period_start, final.period_end) == (may, datetime(2026, 6, 1, tzinfo=UTC))
+    # One a month: what arrives later in May waits for June's.
+    meter("vision", MAR + timedelta(days=5), 1, gpu_prefix="LATER", at=may + timedelta(days=9))
+    assert close(may + timedelta(days=10)) == []
+    [june] = close(datetime(2026, 6, 1, 1, tzinfo=UTC))
+    assert june.period_start == datetime(2026, 6, 1, tzinfo=UTC)
 
 
 def test_an_ended_contract_holds_its_instants_and_closes_nothing_past_its_end(signed,
