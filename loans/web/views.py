@@ -121,7 +121,8 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "loans/tenant.html", context, status=400)
     book = ledger.read(contract, now)
     context.update(_contract_context(request, tenant, contract, book, choice, now))
-    context.update(_pool(contract, book, now))
+    if context["group_figures"]:
+        context.update(_pool(contract, book, now))
     if choice == dashboard.WHOLE_CONTRACT:
         context.update(_whole_contract(contract, book.entries))
     elif choice is not None:
@@ -160,14 +161,17 @@ def check_rows(checks: list) -> list[dict]:
 def _contract_context(request, tenant: Tenant, contract: Contract, book, choice, now) -> dict:
     """What the page shows whichever period is chosen: terms, periods, advice, bursts, alerts."""
     lead = is_lead(request.user, tenant.pk)
+    # A sharing group's figures: for its members' leads and operators (loans.access).
+    group_figures = lead or is_operator(request.user)
     terms = contract.terms_at(now)
     return {
+        "group_figures": group_figures,
         "choice": choice, "ledger": book, "rows": book.entries, "zone": contract.zone,
         "terms": terms, "currency": terms.currency,
         "amendments": contract.amendments_in_order(),
         "periods": [(str(r.period.index + 1), period_label(r.period, contract))
                     for r in book.entries],
-        "recommendations": recommendations_of(contract, now),
+        "recommendations": recommendations_of(contract, now, group_figures=group_figures),
         "bursts": contract.bursts.filter(
             # Refused ones too, while their window lasts: the lead sees why, not only the
             # operators in the admin.
@@ -220,10 +224,11 @@ DECIDED_SHOWN = timedelta(days=30)
 SHOWN_ORDER = {"open": 0, "accepted": 1, "applied": 2, "dismissed": 3}
 
 
-def recommendations_of(contract: Contract, now) -> list[Recommendation]:
+def recommendations_of(contract: Contract, now, *, group_figures: bool = True
+                       ) -> list[Recommendation]:
     """Open recommendations, those accepted and waiting for an operator, and those applied or
     dismissed in the last 30 days (so a decision stays visible), each with its figure where
-    it has one."""
+    it has one; a sharing group's costs only for who may read them (`group_figures`)."""
     State = Recommendation.State
     recs = sorted(contract.recommendations.filter(
         Q(state__in=[State.OPEN, State.ACCEPTED])
@@ -235,7 +240,7 @@ def recommendations_of(contract: Contract, now) -> list[Recommendation]:
         rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
         rec.totals = term_totals(rec)
         rec.plans = plan_rows(rec)
-        rec.pooled = pooled_rows(rec)
+        rec.pooled = pooled_rows(rec) if group_figures else []
         rec.figure_id = f"chart-recommendation-{rec.pk}-data"
     return recs
 
