@@ -4,7 +4,7 @@ respected: a recommendation dismissed or accepted is not raised again with the s
 or one within ADVICE_MOVE_PERCENT of it, for 30 days."""
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -12,74 +12,22 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_noop
 
-from core.wording import Wording, worded
+from core.wording import worded
 from loans.maths import quotas, recommend
-from loans.maths.billing import Terms
 from loans.models import BurstRequest, Contract, Recommendation, SharingMember
 from loans.services import plan_advice, pooled_advice
-from metering import usage
-from metering.usage.series import tenant_series
+from loans.services.advice_drafts import (
+    Draft,
+    History,
+    Kind,
+    history,
+    periods_ahead,
+    terms_ahead,
+)
 
-HISTORY_DAYS = 183  # the term model's whole periods: about six months (bench/backtest.py)
 QUOTA_DAYS = 30
 RESPECT_DECISION = timedelta(days=30)
 QUEUE_WAIT = timedelta(minutes=1)  # a grant later than this waited for GPUs
-Kind = Recommendation.Kind
-
-
-@dataclass(frozen=True)
-class Draft:
-    kind: str
-    current: str
-    recommended: str
-    wording: Wording
-    expected_saving: Decimal | None = None
-    confidence: str = ""
-    lookback_days: int | None = None
-    evidence: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class History:
-    allocated: list[float]
-    busy: list[float]
-    peaks: list[float]
-
-
-def series_of(tenant_id: int, now: datetime, cache: dict | None = None):
-    """The tenant's last HISTORY_DAYS by the hour (kept in `cache`, where given: a sharing
-    group's teams read each other's)."""
-    if cache is not None and tenant_id in cache:
-        return cache[tenant_id]
-    end = usage.floor_hour(now)
-    found = tenant_series(tenant_id, end - timedelta(days=HISTORY_DAYS), end)
-    if cache is not None:
-        cache[tenant_id] = found
-    return found
-
-
-def history(contract: Contract, now: datetime, cache: dict | None = None) -> History:
-    """The tenant's last HISTORY_DAYS by the hour, oldest first, from its first metered hour:
-    hours before the meter saw it are no history, not idle time."""
-    hours = series_of(contract.tenant_id, now, cache)
-    first = next((k for k, n in enumerate(hours.counts) if n), len(hours.counts))
-    return History(hours.allocated[first:], hours.busy[first:], hours.peaks[first:])
-
-
-def periods_ahead(contract: Contract, now: datetime) -> tuple[int, bool]:
-    """How many periods a commitment changed now would be held: the rest of the term after
-    the current period (an amendment applies from the next), or a whole next term when this
-    is the last period (a renewal). And whether it is the renewal."""
-    current = contract.period_at(now)
-    left = sum(1 for p in contract.periods() if current is not None and p.start >= current.end)
-    return (left, False) if left else (contract.terms().term_months, True)
-
-
-def terms_ahead(contract: Contract, now: datetime) -> Terms:
-    """The terms a change made now would replace: those of the next period to begin (an
-    amendment never applies to one that has begun), or, in the last period, its own."""
-    ahead = next((p.index for p in contract.periods() if p.start > now), None)
-    return contract.terms_at(now) if ahead is None else contract.terms_for(ahead)
 
 
 def term_model(contract: Contract, past: History, period_hours: int,
@@ -270,7 +218,7 @@ def drafts_for(contract: Contract, now: datetime, cache: dict | None = None) -> 
     past = history(contract, now, cache)
     term = term_model(contract, past, period_hours, now)
     alone = commitment_draft(contract, past, period_hours, now, term)
-    # In a sharing group the commitment is priced on the group's pooled usage.
+    # In a sharing group the commitment is the group's advice, under its sharing rule.
     grouped, shared = pooled_advice.pooled_draft(contract, now, period_hours, alone, cache)
     drafts = [shared if grouped else alone,
               *quota_drafts(contract, past, now, term),
@@ -306,7 +254,8 @@ def refresh_recommendations(now: datetime) -> AdviceRun:
         "plan", "tenant")
     # A sharing group's teams one after another, so each team's hours are read once for the
     # group's pooled advice and forgotten when the next group begins.
-    group_of = dict(SharingMember.objects.filter(leaves_at__isnull=True)
+    group_of = dict(SharingMember.objects.filter(leaves_at__isnull=True,
+                                                             voided_at__isnull=True)
                     .values_list("contract_id", "group_id"))
     cache: dict = {}
     current = None

@@ -1,6 +1,5 @@
 """The recommendation job on metered usage, and a lead's accept / dismiss."""
 
-import math
 from datetime import timedelta
 from decimal import Decimal
 
@@ -8,10 +7,10 @@ import pytest
 from django.core.management import call_command
 
 from loans.models import Contract, Plan, Recommendation, SharingGroup
-from loans.services import sharing
+from loans.services import pooled_advice, sharing
 from loans.services.advice import (
     History,
-    drafts_for,
+    period_hours_of,
     plan_draft,
     refresh_recommendations,
     same_advice,
@@ -309,29 +308,34 @@ def test_a_commitment_changed_now_is_held_for_the_rest_of_the_term_or_the_next(c
     assert periods_ahead(contract, last.start + timedelta(days=3)) == (12, True)
 
 
-def test_in_a_sharing_group_the_commitment_is_priced_on_the_pooled_usage(
+def test_in_a_sharing_group_the_commitments_are_advised_together_under_the_sharing_rule(
         contract, metered, other_tenant):
-    """vision shares with speech, which commits 1,000 GPU-h and uses none: the group's
-    pooled optimum less speech's 1,000 is vision's commitment, far under what vision alone
-    would be advised; the advice says how much of the saving pooling brings."""
+    """vision (1,000 GPU-h, uses 1,400) shares with speech, which commits 1,000 GPU-h and uses
+    none, at the same rates: the group's advice (loans.maths.pooling, under the rule the close
+    uses) trims the waste where it is. speech is advised down to what vision borrows; vision,
+    which runs over its commitment, is not told to commit nothing and borrow. The words carry
+    the figures, and no figure is called a part of a saving it exceeds."""
     speech = Contract(tenant=other_tenant, plan=contract.plan, starts_on=contract.starts_on,
                       time_zone=contract.time_zone, status=Contract.Status.ACTIVE)
     speech.full_clean()
     speech.save()
-    alone = {d.kind: d for d in drafts_for(contract, NOW)}["commitment"]
     group = SharingGroup.objects.create(name="org", currency="CNY")
     for member in (contract, speech):
         sharing.join(group, member, by=None, now=NOW - timedelta(days=60))
     refresh_recommendations(NOW)
-    pooled = Recommendation.objects.get(contract=contract, kind="commitment", state="open")
+    found = pooled_advice.group_advice(contract, NOW, period_hours_of(contract))
+    assert found.advised == {contract.pk: 1000.0, speech.pk: 400.0}
+    assert not Recommendation.objects.filter(contract=contract, kind="commitment",
+                                             state="open").exists()
+    pooled = Recommendation.objects.get(contract=speech, kind="commitment", state="open")
     evidence = pooled.evidence["pooled"]
     assert evidence["group"] == "org" and evidence["partners_commit"] == 1000
-    assert int(pooled.recommended) == max(0, math.ceil(evidence["pooled_optimum"]) - 1000)
-    assert int(pooled.recommended) < int(alone.recommended)
-    assert evidence["standalone_recommended"] == float(alone.recommended)
+    assert Decimal(pooled.recommended) == Decimal(400)
     costs = evidence["group_costs"]
-    assert Decimal(costs["recommended"]) < Decimal(costs["standalone"])
-    assert Decimal(evidence["saving_from_pooling"]) == (
-        Decimal(costs["standalone"]) - Decimal(costs["recommended"]))
+    assert Decimal(costs["current"]) == Decimal("20000.00")  # 2,000 GPU-h at 10
+    assert Decimal(costs["recommended"]) == Decimal("14000.00")  # 1,400 GPU-h at 10
+    assert pooled.expected_saving == Decimal(costs["current"]) - Decimal(costs["recommended"])
+    assert Decimal(costs["recommended"]) <= Decimal(costs["standalone"])
     assert pooled.message.startswith(f"Sharing in org, commit {int(pooled.recommended):,} GPU-h")
-    assert "comes from pooling" in pooled.message
+    assert f"falls by {pooled.expected_saving:,.2f} CNY" in pooled.message
+    assert "comes from pooling" not in pooled.message
