@@ -8,6 +8,7 @@ as numbers and runs nothing."""
 
 import csv
 import re
+from decimal import ROUND_HALF_UP, Decimal
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
@@ -40,3 +41,12 @@ class SafeWriter:
 
 def writer(out) -> SafeWriter:
     return SafeWriter(out)
+
+
+def fixed(value, places: int) -> str:
+    """A number with exactly `places` decimals (half up), never in exponent form; empty for
+    none: every cell of a column at the column's one precision."""
+    if value is None or value == "":
+        return ""
+    step = Decimal(1).scaleb(-places)
+    return f"{Decimal(str(value)).quantize(step, rounding=ROUND_HALF_UP):f}"

@@ -26,7 +26,7 @@ from loans.api.serializers import (
 from loans.maths.billing import local_midnight
 from loans.maths.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
-from loans.services import charts, ledger, overage
+from loans.services import bills, charts, ledger, overage, pooled
 from loans.services.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
 from metering.usage import Hour, tenant_hours
 from metering.usage.fleet import gpu_labels
@@ -132,14 +132,6 @@ def _decimal(value) -> str | None:
     return None if value is None else str(value)
 
 
-def _cost(cost) -> dict:
-    return {
-        "committed_cost": str(cost.committed_cost), "overage_cost": str(cost.overage_cost),
-        "total": str(cost.total), "overage_gpu_hours": str(cost.overage_gpu_hours),
-        "unused_gpu_hours": str(cost.unused_gpu_hours),
-    }
-
-
 def _moment(moment, zone) -> str | None:
     return moment.astimezone(zone).isoformat() if moment else None
 
@@ -156,9 +148,12 @@ def _band(figures: PeriodFigures) -> dict | None:
             "calibrated_on": "own" if figures.burndown.spread.own else "pooled"}
 
 
-def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
+def burndown_json(contract: Contract, figures: PeriodFigures, bill: bills.Bill,
+                  projected: bills.Bill | None) -> dict:
     """The tenant page's figures for one period, as integrations read them. Money and metered
-    GPU-hours are decimal strings; chart series are numbers."""
+    GPU-hours are decimal strings; chart series are numbers. The money is the bill's
+    (loans.services.bills): a stated period's statement, else what closing it now bills,
+    sharing included; `projected` priced the same way at the forecast's usage."""
     curve, period, zone = figures.burndown, figures.period, contract.zone
     return {
         "contract": contract.pk, "tenant": contract.tenant.slug, "time_zone": zone.key,
@@ -173,7 +168,7 @@ def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
         "busy_gpu_hours": str(figures.busy_gpu_hours),
         "remaining_gpu_hours": str(figures.remaining_gpu_hours),
         "utilisation": _decimal(figures.utilisation),
-        "cost_so_far": _cost(figures.cost_so_far),
+        "cost_so_far": bills.as_json(bill),
         "projected": {
             "used_gpu_hours": str(figures.projected_used_gpu_hours),
             "rate_gpu_hours_per_hour": round(curve.rate_per_hour, 6),
@@ -182,7 +177,7 @@ def burndown_json(contract: Contract, figures: PeriodFigures) -> dict:
             # null: not in this period).
             "exhaustion_between": [_moment(m, zone) for m in curve.exhaustion_range],
             "band": _band(figures),
-            **_cost(figures.projected_cost),
+            **bills.as_json(projected or bill),
         },
         "series": {
             "points": [p.astimezone(zone).isoformat() for p in curve.points],
@@ -230,8 +225,14 @@ class ContractBurndown(APIView):
         contract = contract_for_user(request.user, pk)
         now = timezone.now()
         period = _period(request, contract, now)
-        entry = ledger.period_entry(contract, period, now)
-        body = burndown_json(contract, figures(contract, period, now, entry))
+        book = ledger.read(contract, now)
+        entry = book.entry_for(period)
+        found = figures(contract, period, now, entry)
+        pool = pooled.pool_of(contract, now, book.groups) if entry.state == "open" else None
+        projected = bills.projected(contract.pk, entry.terms, period,
+                                     found.projected_used_gpu_hours, pool) \
+            if entry.state == "open" else None
+        body = burndown_json(contract, found, bills.of_entry(entry), projected)
         policy = overage.describe(contract, now, entry)
         # What the scheduler does now: the policy in force and where the current period
         # stands (open, overage or held), whichever period was asked for.

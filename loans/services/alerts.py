@@ -12,9 +12,8 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
-from loans.maths.billing import money
 from loans.models import Alert, Contract, Tenant, policy_of
-from loans.services import dashboard, pooled
+from loans.services import bills, dashboard, pooled
 from loans.services.notify import notify_alert
 from metering.usage import fleet, floor_hour, slurm
 
@@ -106,13 +105,20 @@ def budget_condition(contract: Contract, subject: str, period: int, figures,
                       "budget": str(budget)})
 
 
-def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
+def contract_conditions(contract: Contract, now: datetime,
+                        pools: list[pooled.Pool] | None = None) -> list[Condition]:
     """Commitment used, projected overage or unused, completeness: for the period running
-    (with no commitment, C = 0: projected overage and completeness)."""
+    (with no commitment, C = 0: projected overage and completeness). The money is the
+    period's projected bill (loans.services.bills): in a sharing group (`pools`: every
+    group's now, where the caller read them), after sharing."""
     period = contract.period_at(now)
     if period is None:
         return []
     figures = dashboard.figures(contract, period, now)
+    pool = next((p for p in (pooled.pools(now) if pools is None else pools)
+                 if any(c.pk == contract.pk for c, _g in p.members)), None)
+    bill = bills.projected(contract.pk, figures.terms, period,
+                           figures.projected_used_gpu_hours, pool)
     committed, terms = figures.committed_gpu_hours, figures.terms
     out = []
     subject = f"contract:{contract.pk}:period:{period.index + 1}"
@@ -133,22 +139,32 @@ def contract_conditions(contract: Contract, now: datetime) -> list[Condition]:
         out.append(Condition(Kind.COMMITMENT_USED, f"{subject}:{crossed}", tenant.pk, wording,
             {"threshold_percent": crossed, "used_gpu_hours": str(figures.used_gpu_hours),
              "overage_policy": kind}))
-    overage = figures.projected_overage_gpu_hours
-    if overage > committed * settings.ALERT_OVERAGE_PERCENT / 100:
-        cost = figures.projected_cost.overage_cost
+    # Past the commitment raises the alert; the money is what the statement would bill at
+    # the overage rate after sharing (a partner's unused hours may cover part or all).
+    past = bill.past_commitment_gpu_hours
+    if past > committed * settings.ALERT_OVERAGE_PERCENT / 100:
+        cost, overage = bill.overage_cost, bill.overage_gpu_hours
+        values = {"tenant": tenant.name, "hours": f"{past:,.0f}", "money": _money(cost),
+                  "currency": terms.currency, "overage": f"{overage:,.0f}",
+                  "borrowed": f"{bill.borrowed_gpu_hours:,.0f}"}
         wording = worded(gettext_noop(
-            "At the last week's rate %(tenant)s will use %(hours)s GPU-h above its commitment "
-            "this period, %(money)s %(currency)s at the overage rate."), {
-                "tenant": tenant.name, "hours": f"{overage:,.0f}", "money": _money(cost),
-                "currency": terms.currency})
+            "At the last week's rate %(tenant)s will use %(hours)s GPU-h past its commitment "
+            "this period; partners' commitments cover %(borrowed)s of them, and %(overage)s "
+            "GPU-h at the overage rate cost %(money)s %(currency)s."), values) \
+            if bill.borrowed_gpu_hours else worded(gettext_noop(
+            "At the last week's rate %(tenant)s will use %(hours)s GPU-h past its commitment "
+            "this period, %(money)s %(currency)s at the overage rate."), values)
         out.append(Condition(Kind.PROJECTED_OVERAGE, subject, tenant.pk, wording,
-            {"projected_overage_gpu_hours": str(overage), "projected_overage_cost": str(cost),
+            {"projected_past_commitment_gpu_hours": str(past),
+             "projected_overage_gpu_hours": str(overage), "projected_overage_cost": str(cost),
+             "projected_borrowed_gpu_hours": str(bill.borrowed_gpu_hours),
              "exhaustion": figures.projected_exhaustion.isoformat()
              if figures.projected_exhaustion else None}))
-    unused = figures.projected_unused_gpu_hours
+    # Committed hours neither used nor lent: those lent to a partner are credited.
+    unused = bill.unused_gpu_hours
     if (unused > committed * settings.ALERT_UNUSED_PERCENT / 100
             and now - period.start >= timedelta(days=1)):
-        waste = money(unused * terms.committed_rate, terms.currency)
+        waste = bill.unused_money
         wording = worded(gettext_noop(
             "At the last week's rate %(tenant)s will leave %(hours)s committed GPU-h unused "
             "this period: %(money)s %(currency)s paid for nothing."), {
@@ -296,7 +312,8 @@ def mismatch_conditions(now: datetime) -> list[Condition]:
 def conditions(now: datetime) -> list[Condition]:
     contracts = list(Contract.objects.filter(status=Contract.Status.ACTIVE)
                      .select_related("tenant", "plan"))
-    found = [c for contract in contracts for c in contract_conditions(contract, now)]
+    pools = pooled.pools(now)
+    found = [c for contract in contracts for c in contract_conditions(contract, now, pools)]
     return (found + idle_conditions(now, contracts) + node_conditions(now)
             + refusal_conditions(now) + mismatch_conditions(now) + group_conditions(now))
 

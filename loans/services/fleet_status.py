@@ -9,9 +9,10 @@ from decimal import Decimal
 from django.db.models import Count
 
 from loans.maths.figures import PeriodGlance
+from loans.maths.sharing import Shared
 from loans.models import Alert, Contract, Plan
 from loans.models.contracts import with_amendments
-from loans.services import bursts, dashboard
+from loans.services import bills, bursts, dashboard, pooled
 from metering.usage import floor_hour
 
 
@@ -20,6 +21,14 @@ class ContractStatus:
     contract: Contract
     figures: PeriodGlance
     open_alerts: int = 0
+    shared: Shared | None = None  # in a sharing group: its sharing at the projected usage
+
+    @property
+    def projected(self) -> bills.Bill:
+        """The period's end as its statement would bill it (sharing included)."""
+        f = self.figures
+        return bills.priced(f.terms, f.projected_used_gpu_hours, self.shared,
+                            first=f.period.index == 0)
 
     @property
     def used_share(self) -> Decimal | None:
@@ -32,12 +41,13 @@ class ContractStatus:
 
     @property
     def projected_overage_cost(self) -> Decimal:
-        return self.figures.projected_cost.overage_cost
+        """Overage projected to be billed, after sharing."""
+        return self.projected.overage_cost
 
     @property
     def projected_waste(self) -> Decimal:
-        """Money paid for committed GPU-hours the forecast says will go unused."""
-        return self.figures.projected_unused_money
+        """Money paid for committed GPU-hours the forecast says will be neither used nor lent."""
+        return self.projected.unused_money
 
     @property
     def money_at_stake(self) -> Decimal:
@@ -83,7 +93,9 @@ def contract_statuses(now: datetime, sort: str = "projected", descending: bool =
     pairs = [(c, c.period_at(now)) for c in contracts]
     pairs = [(c, period) for c, period in pairs if period is not None]
     figures = dashboard.glances_of(pairs, now)
-    statuses = [ContractStatus(c, figures[c.pk], alerts.get(c.tenant_id, 0)) for c, _p in pairs]
+    shared = {pk: x for pool in pooled.pools(now) for pk, x in pool.projected.items()}
+    statuses = [ContractStatus(c, figures[c.pk], alerts.get(c.tenant_id, 0), shared.get(c.pk))
+                for c, _p in pairs]
     return sorted(statuses, key=SORTS[sort], reverse=descending)
 
 

@@ -48,7 +48,7 @@ class PeriodEntry:
     busy: Decimal
     statement: Statement | None = None
     lines: list[CorrectionLine] = field(default_factory=list)  # corrections of it, written
-    shared: Shared | None = None  # in a sharing group, once ended: its period after sharing
+    shared: Shared | None = None  # in a sharing group: its period after sharing (so far)
     group_id: int | None = None
 
     @property
@@ -239,11 +239,12 @@ def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None
 
 def _with_sharing(contract: Contract, entries: list[PeriodEntry], now: datetime,
                   groups: sharing.Groups) -> list[PeriodEntry]:
-    """The ended periods shared in a group, each with its sharing at the usage held now."""
+    """The periods shared in a group, each with its sharing at the usage held now (the open
+    one's at every member's usage so far: what closing it now would bill)."""
     if not groups.rows:
         return entries
-    found = [(e, g) for e in entries if e.state != "open"
-             and (g := groups.group_at(contract.pk, e.period.start)) is not None]
+    found = [(e, g) for e in entries
+             if (g := groups.group_at(contract.pk, e.period.start)) is not None]
     sharing.work_out(groups, [(g, e.period) for e, g in found], now)
     shared = {e.period.index: (g, sharing.shared(groups, contract.pk, e.period))
               for e, g in found}

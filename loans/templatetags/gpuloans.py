@@ -39,6 +39,14 @@ def money(value: Decimal | None, currency: str = "") -> str:
 
 
 @register.filter
+def amount(value: Decimal | None, currency: str) -> str:
+    """money() to the currency's minor unit without its code (a card names it apart):
+    "92,145.00" for CNY, "11,200" for JPY."""
+    text = money(value, currency)
+    return text[: -len(currency)].rstrip() if currency and text.endswith(currency) else text
+
+
+@register.filter
 def figure(value: str | None) -> str:
     """A recommendation's current or recommended value: "12000" -> "12,000"; a plan's name
     as it is."""

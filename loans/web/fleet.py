@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy
 
 from core import spreadsheet
 from loans.maths import admission
+from loans.maths.billing import minor_unit
 from loans.models import Alert, policies_of
 from loans.services import charts, pooled, what_if
 from loans.services import fleet_status as fleet
@@ -131,10 +132,16 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
             s.contract.tenant.slug, s.contract.plan.name, s.contract.pk,
             f.period.start.astimezone(s.contract.zone).isoformat(),
             f.period.end.astimezone(s.contract.zone).isoformat(),
-            # GPU-hours at the meter's precision and money to the cent, every row alike.
-            *(f"{hours:.6f}" for hours in (f.committed_gpu_hours, f.used_gpu_hours,
-                                           f.projected_used_gpu_hours)),
-            f"{s.projected_overage_cost:.2f}", f"{s.projected_waste:.2f}", f.terms.currency,
-            f"{f.days_left:.2f}",
+            # To the page's precision: GPU-hours to 0.1, money to the currency's minor unit;
+            # overage and waste after sharing, as the statement would bill them.
+            *(spreadsheet.fixed(hours, 1) for hours in (f.committed_gpu_hours, f.used_gpu_hours,
+                                             f.projected_used_gpu_hours)),
+            *(spreadsheet.fixed(m, _places(f.terms.currency))
+              for m in (s.projected_overage_cost, s.projected_waste)),
+            f.terms.currency, spreadsheet.fixed(f.days_left, 1),
         ])
     return response
+
+
+def _places(currency: str) -> int:
+    return -minor_unit(currency).as_tuple().exponent

@@ -2,7 +2,7 @@
 page is loans.web.fleet)."""
 
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from functools import wraps
 from zoneinfo import ZoneInfo
 
@@ -41,7 +41,7 @@ from loans.models import (
     Recommendation,
     Tenant,
 )
-from loans.services import charts, dashboard, ledger, overage, pooled
+from loans.services import bills, charts, dashboard, ledger, overage, pooled
 from loans.web.bursts import form_for as burst_form_for
 from metering.usage import slurm as metering_slurm
 
@@ -121,20 +121,18 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
         return render(request, "loans/tenant.html", context, status=400)
     book = ledger.read(contract, now)
     context.update(_contract_context(request, tenant, contract, book, choice, now))
-    if context["group_figures"]:
-        context.update(_pool(contract, book, now))
+    pool = pooled.pool_of(contract, now, book.groups)
+    if context["group_figures"] and pool is not None:
+        context.update(_pool(contract, pool))
     if choice == dashboard.WHOLE_CONTRACT:
-        context.update(_whole_contract(contract, book.entries))
+        context.update(_whole_contract(contract, book))
     elif choice is not None:
-        context.update(_period(contract, book, choice, now))
+        context.update(_period(contract, book, choice, now, pool))
     return render(request, "loans/tenant.html", context)
 
 
-def _pool(contract: Contract, book: ledger.Ledger, now: datetime) -> dict:
+def _pool(contract: Contract, pool: pooled.Pool) -> dict:
     """The sharing group's pooled burn-down beside the team's own, where it shares now."""
-    pool = pooled.pool_of(contract, now, book.groups)
-    if pool is None:
-        return {}
     overage, covered = pool.covered(contract.pk)
     own = pool.glance_of(contract.pk)
     return {"pool": pool, "own_remaining": own.remaining_gpu_hours, "team_overage": overage,
@@ -166,7 +164,9 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
     terms = contract.terms_at(now)
     return {
         "group_figures": group_figures,
-        "choice": choice, "ledger": book, "rows": book.entries, "zone": contract.zone,
+        "choice": choice, "ledger": book, "zone": contract.zone, "statements": book.statements,
+        # Each period with what it bills: its statement, or what closing it now would bill.
+        "rows": book.entries, "table": [(e, bills.of_entry(e)) for e in book.entries],
         "terms": terms, "currency": terms.currency,
         "amendments": contract.amendments_in_order(),
         "periods": [(str(r.period.index + 1), period_label(r.period, contract))
@@ -190,26 +190,45 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
     }
 
 
-def _whole_contract(contract: Contract, rows) -> dict:
-    """The contract so far: its periods' sums, with the unused hours of ended periods apart
-    from those the open period still has, and the commitment of the whole term beside the one
-    to date."""
+def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
+    """The contract so far: its periods' hours, with the unused hours of ended periods apart
+    from those the open period still has, the commitment of the whole term beside the one to
+    date, and its money as billed (loans.services.bills.whole: statements, fee included,
+    pending corrections and what is not stated yet)."""
+    rows = book.entries
+    money = bills.whole(book)
     totals = ledger.totals(rows)
-    ended = [r for r in rows if r.state != "open"]
-    totals["unused_ended_gpu_hours"] = ledger.totals(ended)["unused_gpu_hours"]
-    totals["left_open_gpu_hours"] = totals["unused_gpu_hours"] - totals["unused_ended_gpu_hours"]
+    totals["cost"] = money.total
+    ended = [bills.of_entry(r) for r in rows if r.state != "open"]
+    totals["unused_ended_gpu_hours"] = sum((b.unused_gpu_hours for b in ended), Decimal(0))
+    totals["left_open_gpu_hours"] = sum(
+        (bills.of_entry(r).unused_gpu_hours for r in rows if r.state == "open"), Decimal(0))
     totals["term_committed_gpu_hours"] = sum(
         (contract.terms_for(p.index).committed_gpu_hours for p in contract.periods()),
         Decimal(0))
-    return {"totals": totals, "charts": {"periods": charts.periods_figure(rows, contract.zone)}}
+    return {"totals": totals, "whole": money,
+            "charts": {"periods": charts.periods_figure(rows, contract.zone)}}
 
 
-def _period(contract: Contract, book, period: Period, now) -> dict:
+def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | None) -> dict:
     entry = book.entry_for(period)
     figures = dashboard.figures(contract, period, now, entry)
     zone = contract.zone
+    bill = bills.of_entry(entry)
+    projected = bills.projected(contract.pk, entry.terms, period,
+                                 figures.projected_used_gpu_hours, pool) \
+        if entry.state == "open" else None
+    past = {}
+    if entry.state != "open":
+        # A past period: its own statement and those that corrected it, and not the
+        # group's pool now (the current period's).
+        past = {"pool": None, "statements": [
+            s for s in book.statements if s.period_index == period.index
+            or any(c.period_index == period.index for c in s.corrections.all())]}
     return {
+        **past,
         "figures": figures, "entry": entry, "selected": str(period.index + 1),
+        "bill": bill, "projected": projected,
         "charts": {"burndown": charts.burndown_figure(figures, zone),
                    "cumulative": charts.cumulative_figure(figures, zone),
                    "hourly": charts.hourly_figure(figures, zone)},
@@ -347,28 +366,33 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
     writer = spreadsheet.writer(response)
     writer.writerow([
         "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
-        "busy_gpu_hours", "corrected_gpu_hours", "overage_gpu_hours", "unused_gpu_hours",
-        "committed_rate", "overage_rate", "committed_cost", "overage_cost", "total_cost",
-        "billed_so_far", "currency", "completeness", "data_from", "borrowed_gpu_hours",
-        "lent_gpu_hours", "sharing_cost",
+        "busy_gpu_hours", "corrected_gpu_hours", "past_commitment_gpu_hours",
+        "overage_gpu_hours", "borrowed_gpu_hours", "lent_gpu_hours", "unused_gpu_hours",
+        "committed_rate", "overage_rate", "committed_cost", "overage_cost", "sharing_cost",
+        "upfront_fee", "total_cost", "saving", "billed_so_far", "currency", "completeness",
+        "data_from",
     ])
+    fixed = spreadsheet.fixed
     for row in ledger.read(contract, timezone.now()).entries:
-        cost, currency = row.cost, row.terms.currency
+        # The period as the table shows it: its statement once stated, else what closing
+        # it now would bill (loans.services.bills).
+        bill, currency = bills.of_entry(row), row.terms.currency
         places = -billing.minor_unit(currency).as_tuple().exponent
         writer.writerow([
             row.period.index + 1, row.period.start.astimezone(zone).isoformat(),
             row.period.end.astimezone(zone).isoformat(), CSV_STATES[row.state],
-            *(_fixed(h, GPU_HOURS_PLACES) for h in (
-                row.committed_gpu_hours, row.used_gpu_hours, row.busy_gpu_hours,
-                row.corrected_gpu_hours, cost.overage_gpu_hours, cost.unused_gpu_hours)),
-            _fixed(row.terms.committed_rate, RATE_PLACES),
-            _fixed(row.terms.overage_rate, RATE_PLACES),
-            *(_fixed(m, places) for m in (
-                cost.committed_cost, row.overage_cost, row.total, row.billed_money)),
-            currency, "" if row.completeness is None else _fixed(row.completeness, 3),
+            *(fixed(h, GPU_HOURS_PLACES) for h in (
+                bill.committed_gpu_hours, bill.used_gpu_hours, row.busy_gpu_hours,
+                row.corrected_gpu_hours, bill.past_commitment_gpu_hours,
+                bill.overage_gpu_hours, bill.borrowed_gpu_hours, bill.lent_gpu_hours,
+                bill.unused_gpu_hours)),
+            fixed(row.terms.committed_rate, RATE_PLACES),
+            fixed(row.terms.overage_rate, RATE_PLACES),
+            *(fixed(m, places) for m in (
+                bill.committed_cost, bill.overage_cost, bill.sharing_cost, bill.upfront_fee,
+                bill.total, bill.saving, row.billed_money)),
+            currency, "" if row.completeness is None else fixed(row.completeness, 3),
             "" if row.data_from is None else row.data_from.astimezone(zone).isoformat(),
-            _fixed(row.borrowed_gpu_hours, GPU_HOURS_PLACES),
-            _fixed(row.lent_gpu_hours, GPU_HOURS_PLACES), _fixed(row.shared_cost, places),
         ])
     return response
 
@@ -376,12 +400,3 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
 # The periods export in the page's words and to the page's precision, one per column.
 CSV_STATES = {"closed": "stated", "ended": "awaiting statement", "open": "open"}
 GPU_HOURS_PLACES, RATE_PLACES = 1, 4
-
-
-def _fixed(value, places: int) -> str:
-    """A number with exactly `places` decimals (half up), never in exponent form; empty for
-    none."""
-    if value is None or value == "":
-        return ""
-    step = Decimal(1).scaleb(-places)
-    return f"{Decimal(str(value)).quantize(step, rounding=ROUND_HALF_UP):f}"

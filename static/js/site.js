@@ -14,7 +14,8 @@
 
 // Tables that hold money become stacked rows on a phone (site.css, under 600 px): each cell
 // is labelled with its column's heading, counted from the right, so a row that starts with a
-// heading spanning several rows (a statement's) still finds its columns.
+// heading spanning several rows (a statement's) still finds its columns; a cell spanning
+// several columns (a statement's "Total") takes the heading of the first it spans.
 (function () {
   "use strict";
   document.querySelectorAll("table.stack").forEach(function (table) {
@@ -30,7 +31,7 @@
         var cell = row.cells[i];
         column -= cell.colSpan || 1;
         if (column >= 0 && cell.tagName === "TD" && !cell.dataset.label) {
-          cell.dataset.label = labels[column + (cell.colSpan || 1) - 1];
+          cell.dataset.label = labels[column];
         }
       }
     });

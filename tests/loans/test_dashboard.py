@@ -11,6 +11,7 @@ from django.core.cache import cache
 
 from loans.maths.figures import period_figures
 from loans.models import Contract, Statement
+from loans.services import bills
 from tests.story import GPUS, NOW, START, expected_hours, held, story_hours, util
 
 
@@ -128,7 +129,9 @@ def test_the_whole_contract_view_adds_up_its_periods(client, lead, contract, met
     rows, totals = response.context["rows"], response.context["totals"]
     assert [r.state for r in rows] == ["ended", "open"]
     assert totals["used_gpu_hours"] == sum(r.used_gpu_hours for r in rows)
-    assert totals["cost"] == sum(r.cost.total for r in rows)
+    # Nothing stated yet: the cost is what each period's statement would bill now.
+    assert totals["cost"] == sum(bills.of_entry(r).total for r in rows)
+    assert response.context["whole"].total == totals["cost"]
     # To date against the whole term; the ended periods' unused hours apart from the hours
     # the open period still has (they were one "Unused" figure).
     assert totals["term_committed_gpu_hours"] == 12 * contract.terms_for(0).committed_gpu_hours
@@ -191,8 +194,12 @@ def test_the_burn_down_api_serves_the_page_s_figures(client, lead, contract, met
     want = expected(contract, 1)
     assert body["period"]["number"] == 2 and body["period"]["state"] == "open"
     assert Decimal(body["used_gpu_hours"]) == want.used_gpu_hours
+    # Outside a group and before its statement, the bill is the terms' cost (the fee
+    # apart, which the first period's statement bills).
     assert Decimal(body["cost_so_far"]["total"]) == want.cost_so_far.total
     assert Decimal(body["projected"]["total"]) == want.projected_cost.total
+    assert body["cost_so_far"]["stated"] is False
+    assert body["cost_so_far"]["borrowed_gpu_hours"] == "0.000000"
     assert Decimal(body["projected"]["used_gpu_hours"]) == want.projected_used_gpu_hours
     assert body["series"]["remaining"] == want.burndown.remaining
     assert len(body["hours"]) == len(want.hours)
@@ -260,7 +267,9 @@ def test_the_page_s_queries_do_not_grow_with_usage(client, lead, contract, meter
     client.force_login(lead)
     with django_assert_max_num_queries(16):
         assert client.get("/en/tenants/vision/").status_code == 200
-    with django_assert_max_num_queries(7):  # 6, and the overage policy in force
+    # The ledger's reading (statements, groups, every period's sums: the bill of a stated
+    # period is its statement's), the figures' hours, and the overage policy in force.
+    with django_assert_max_num_queries(10):
         assert client.get(f"/api/v1/contracts/{contract.pk}/burndown").status_code == 200
 
 

@@ -214,14 +214,15 @@ def test_the_fleet_exports_as_csv(client, operator, contract, second_contract, m
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [r["tenant"] for r in rows] == ["speech", "vision"]
     assert rows[0]["projected_waste"] == "10000.00"
-    # Every GPU-hour column at one precision, money at another: committed (a plan's two
-    # places) and used (the meter's six) were written as they were stored.
+    # The page's precisions, one a column: GPU-hours and days to 0.1, money to the
+    # currency's minor unit (six places of GPU-hours were the meter's, not the page's).
     for row in rows:
-        for name in ("committed_gpu_hours", "used_gpu_hours", "projected_gpu_hours"):
-            assert re.fullmatch(r"\d+\.\d{6}", row[name]), (name, row[name])
-        for name in ("projected_overage_cost", "projected_waste", "days_left"):
+        for name in ("committed_gpu_hours", "used_gpu_hours", "projected_gpu_hours",
+                     "days_left"):
+            assert re.fullmatch(r"\d+\.\d", row[name]), (name, row[name])
+        for name in ("projected_overage_cost", "projected_waste"):
             assert re.fullmatch(r"\d+\.\d{2}", row[name]), (name, row[name])
-    assert rows[0]["committed_gpu_hours"] == "1000.000000"
+    assert rows[0]["committed_gpu_hours"] == "1000.0"
 
 
 def test_an_empty_fleet_says_what_to_do(client, operator):

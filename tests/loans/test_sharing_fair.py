@@ -33,13 +33,13 @@ pytestmark = pytest.mark.usefixtures("long_retention")
 
 
 def signed(slug: str, *, committed: str, rc: str, ro: str, months: int = 3,
-           starts_on: date = date(2026, 1, 1)) -> Contract:
+           starts_on: date = date(2026, 1, 1), fee: str = "0") -> Contract:
     tenant = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug.upper()})[0]
     attribute(tenant)
     plan = Plan.objects.create(name=f"P{Plan.objects.count()}", base_quota_gpus=1,
                                max_quota_gpus=8, committed_gpu_hours=D(committed),
                                committed_rate=D(rc), overage_rate=D(ro), term_months=months,
-                               currency="CNY")
+                               currency="CNY", upfront_fee=D(fee))
     contract = Contract(tenant=tenant, plan=plan, starts_on=starts_on, time_zone="UTC",
                         status=Contract.Status.ACTIVE)
     contract.full_clean()
