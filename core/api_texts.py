@@ -76,6 +76,7 @@ TEXTS = (
     _('Offered'),
     _('One burst request, with what happened to it'),
     _("One period's burn-down and key figures: what the tenant page shows, as JSON. Operators\nsee every contract, members their tenant's; any other contract answers 404."),
+    _("Only this period's (1 is the first): its statement, those that corrected it and its pending correction"),
     _('Operators: add one; it is checked as the admin checks it.'),
     _('Operators: change some fields of one; checked as the admin checks it.'),
     _('Operators: delete one. One that history depends on (statements, samples, amendments) is kept, and the answer is 409 with the reason.'),

@@ -285,6 +285,10 @@ class BurstEventInline(ReadOnlyInline):
         return event.text
 
 
+DONE_WORDS = {"approve": _("granted"), "reject": _("rejected"),
+              "revoke": _("revoked")}
+
+
 @admin.register(BurstRequest)
 class BurstRequestAdmin(FiguresAdmin):
     """Burst requests and their history; decide with the actions (they go through the same
@@ -306,15 +310,20 @@ class BurstRequestAdmin(FiguresAdmin):
         return False
 
     def _decide(self, request, queryset, what: str) -> None:
-        done, refused = 0, []
+        """Each request decided as the page and the API decide it; the message says which
+        were and why the others were not."""
+        done, refused = [], []
         for burst in queryset:
             try:
                 bursts.decide(burst, what, actor=request.user, now=timezone.now(),
                               note=_("by an operator in the admin"))
-                done += 1
+                done.append(burst.pk)
             except bursts.BurstError as error:
                 refused.append(f"#{burst.pk}: {error}")
-        self.message_user(request, _("%(count)s done.") % {"count": done})
+        if done:
+            self.message_user(request, _("%(count)s %(action)s: %(ids)s.") % {
+                "count": len(done), "action": DONE_WORDS[what],
+                "ids": ", ".join(f"#{pk}" for pk in done)})
         for line in refused:
             self.message_user(request, line, level="warning")
 

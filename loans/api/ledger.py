@@ -2,10 +2,12 @@
 termination. Leads read their own tenant's; operators read every contract and write."""
 
 import io
+from dataclasses import replace
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
@@ -56,12 +58,18 @@ class ContractStatements(APIView):
                         FocusCSVRenderer]
 
     @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=["json", "csv", "focus"])],
+        parameters=[OpenApiParameter("format", str, enum=["json", "csv", "focus"]),
+                    OpenApiParameter("period", int, description=(
+                        "Only this period's (1 is the first): its statement, those that "
+                        "corrected it and its pending correction"))],
         responses={(200, "application/json"): OpenApiTypes.OBJECT,
                    (200, "text/csv"): OpenApiTypes.STR})
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         book = ledger.read(contract, timezone.now())
+        number = request.query_params.get("period")
+        if number not in (None, ""):
+            book = _one_period(book, number)
         fmt = request.accepted_renderer.format
         if fmt == "csv":
             data = {"columns": exports.CSV_COLUMNS, "rows": exports.csv_rows(book)}
@@ -85,6 +93,21 @@ class ContractStatements(APIView):
             request.accepted_renderer, request.accepted_media_type = (
                 JSONRenderer(), JSONRenderer.media_type)
         return super().finalize_response(request, response, *args, **kwargs)
+
+
+def _one_period(book: ledger.Ledger, number: str) -> ledger.Ledger:
+    """The ledger cut to one started period: its statement, the statements that carry a
+    correction of it, and its pending correction; 400 with the reason for any other value."""
+    started = len(book.entries)
+    if not (number.isdigit() and 1 <= int(number) <= started):
+        raise serializers.ValidationError({"period": [
+            _("period must be the number of a started period, 1 to %(last)s; got %(value)s.")
+            % {"last": started, "value": repr(number[:32])}]})
+    index = int(number) - 1
+    return replace(book, entries=[e for e in book.entries if e.period.index == index],
+                   statements=[s for s in book.statements if
+                               (s.kind == "period" and s.period_index == index)
+                               or any(c.period_index == index for c in s.corrections.all())])
 
 
 class AmendmentSerializer(serializers.ModelSerializer):

@@ -358,12 +358,23 @@ class AlertRun:
 
 def evaluate_alerts(now: datetime) -> AlertRun:
     """Open, update and resolve alerts to match the conditions that hold at `now`."""
+    return _apply(conditions(now), Alert.objects.filter(state=Alert.State.OPEN), now)
 
-    found = {(c.kind, c.subject): c for c in conditions(now)}
+
+def refresh_contract_alerts(contract: Contract, now: datetime) -> AlertRun:
+    """The same for one contract's own alerts (its period's commitment, budget, projections
+    and completeness), at once: when its overage policy changes, an alert that spoke of the
+    old one is changed or resolved without waiting for the next run."""
+    return _apply(contract_conditions(contract, now),
+                  Alert.objects.filter(state=Alert.State.OPEN,
+                                       subject__startswith=f"contract:{contract.pk}:"), now)
+
+
+def _apply(conditions_found: list[Condition], open_alerts, now: datetime) -> AlertRun:
+    found = {(c.kind, c.subject): c for c in conditions_found}
     opened, resolved = [], []
     with transaction.atomic():
-        current = {(a.kind, a.subject): a
-                   for a in Alert.objects.select_for_update().filter(state=Alert.State.OPEN)}
+        current = {(a.kind, a.subject): a for a in open_alerts.select_for_update()}
         for key, condition in found.items():
             alert = current.get(key)
             if alert is not None:

@@ -296,7 +296,7 @@ def process_queue(now: datetime) -> QueueRun:
 def decide(request: BurstRequest, action: str, *, actor, now: datetime, note: str = "",
            priority: int | None = None) -> BurstRequest:
     """What people do to a request: a lead cancels; an operator approves (grants it within
-    the cap, pool or not), rejects, revokes a grant, or sets its priority."""
+    the cap where the pool has the GPUs), rejects, revokes a grant, or sets its priority."""
     allowed = {
         "cancel": ([State.QUEUED, State.GRANTED], State.CANCELLED),
         "approve": ([State.QUEUED], State.GRANTED),
@@ -325,6 +325,14 @@ def decide(request: BurstRequest, action: str, *, actor, now: datetime, note: st
         placed = fit(request, now=now)
         if action == "approve" and not placed.within_cap:
             raise BurstError(_("Granting it would take the contract over its max quota."))
+        room = int(min(placed.pool_room, placed.fleet_room))
+        if action == "approve" and room < request.gpus:
+            # Every path (the page, the API, the admin) alike: a grant the GPUs cannot hold
+            # would promise GPUs nobody has; it stays queued and is granted once they free up.
+            raise BurstError(_("Not granted: %(pool)s has %(free)s GPUs free over the window "
+                               "and this request asks for %(gpus)s. It stays queued and is "
+                               "granted once GPUs free up.") % {
+                "pool": placed.pool, "free": max(0, room), "gpus": request.gpus})
         _move(request, target, now, actor=actor, note=note,
               pool=placed.pool if action == "approve" else None)
     return request

@@ -62,6 +62,28 @@ def describe(contract: Contract, at: datetime, entry: ledger.PeriodEntry | None 
                      admission_state(contract, kind, budget, at, entry))
 
 
+def holds_now(contract: Contract, kind: str, budget: Decimal | None, now: datetime
+              ) -> str | None:
+    """What a policy would do at once, said before it takes effect: a sentence where it would
+    hold new jobs now (the period is past its commitment, and on hold or past the budget),
+    else None. The hold counts what is past the commitment, before sharing (DESIGN)."""
+    period = contract.period_at(now)
+    if period is None:
+        return None
+    entry = ledger.period_entry(contract, period, now)
+    spent = entry.terms.cost(entry.metered).overage_cost
+    if admission_state(contract, kind, budget, now, entry) != admission.HELD:
+        return None
+    currency = entry.terms.currency
+    if kind == OveragePolicy.Kind.HOLD:
+        return _("New jobs will be held now: this period's %(committed)s committed GPU-h are "
+                 "spent.") % {"committed": f"{entry.terms.committed_gpu_hours:,.0f}"}
+    return _("New jobs will be held now: %(spent)s %(currency)s past the commitment is "
+             "already spent this period, at or above the budget of %(budget)s.") % {
+        "spent": f"{spent:,.2f}", "currency": currency,
+        "budget": f"{billing.money(budget, currency):,.2f}"}
+
+
 def read_budget(value) -> Decimal | None:
     """A budget as a caller sends it (a decimal string or a number), or None where none is."""
     if value in (None, ""):

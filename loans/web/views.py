@@ -41,7 +41,7 @@ from loans.models import (
     Recommendation,
     Tenant,
 )
-from loans.services import bills, charts, dashboard, ledger, overage, pooled
+from loans.services import bills, charts, dashboard, ledger, overage, pooled, verdict
 from loans.web.bursts import form_for as burst_form_for
 from metering.usage import slurm as metering_slurm
 
@@ -127,7 +127,8 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     if choice == dashboard.WHOLE_CONTRACT:
         context.update(_whole_contract(contract, book))
     elif choice is not None:
-        context.update(_period(contract, book, choice, now, pool))
+        context.update(_period(contract, book, choice, now, pool,
+                               context["recommendations"]))
     return render(request, "loans/tenant.html", context)
 
 
@@ -210,7 +211,8 @@ def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
             "charts": {"periods": charts.periods_figure(rows, contract.zone)}}
 
 
-def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | None) -> dict:
+def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | None,
+            recommendations=()) -> dict:
     entry = book.entry_for(period)
     figures = dashboard.figures(contract, period, now, entry)
     zone = contract.zone
@@ -218,6 +220,9 @@ def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | N
     projected = bills.projected(contract.pk, entry.terms, period,
                                  figures.projected_used_gpu_hours, pool) \
         if entry.state == "open" else None
+    said = verdict.verdict(projected=projected, exhaustion=figures.projected_exhaustion,
+                           now=now, zone=zone, recommendations=recommendations) \
+        if projected is not None else None
     past = {}
     if entry.state != "open":
         # A past period: its own statement and those that corrected it, and not the
@@ -228,7 +233,7 @@ def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | N
     return {
         **past,
         "figures": figures, "entry": entry, "selected": str(period.index + 1),
-        "bill": bill, "projected": projected,
+        "bill": bill, "projected": projected, "verdict": said,
         "charts": {"burndown": charts.burndown_figure(figures, zone),
                    "cumulative": charts.cumulative_figure(figures, zone),
                    "hourly": charts.hourly_figure(figures, zone)},

@@ -381,3 +381,23 @@ def test_the_fleet_shows_each_pool_over_the_coming_week(client, lead, operator, 
     assert by_name["Free"]["y"][0] == 1
     assert by_name["Physical GPUs"]["y"] == [20, 20]
     assert len(by_name["Free"]["x"]) == 7 * 24
+
+
+def test_an_operator_cannot_approve_what_the_pool_cannot_hold_in_any_path(
+        client, lead, operator, contract, pool):
+    """An operator approved a queued 16-GPU burst in the admin ("1 done.") while the pool had
+    12 free: the pool then held 44 GPUs granted against 40 physical."""
+    ask(client, lead, contract, 3)  # granted: one GPU left in the pool
+    waiting = ask(client, lead, contract, 3).json()
+    assert waiting["state"] == "queued"
+    answer = act(client, operator, waiting["id"], "approve")
+    assert answer.status_code == 409
+    assert "has 1 GPUs free over the window and this request asks for 3" in answer.json()[
+        "detail"]
+    client.force_login(operator)
+    page = client.post("/en/admin/loans/burstrequest/", {
+        "action": "approve", "_selected_action": [waiting["id"]]}, follow=True)
+    text = page.content.decode()
+    assert "1 done." not in text and "1 granted" not in text
+    assert f"#{waiting['id']}: Not granted" in text
+    assert BurstRequest.objects.get(pk=waiting["id"]).state == "queued"

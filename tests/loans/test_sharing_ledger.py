@@ -182,15 +182,21 @@ class World:
             assert self.written.setdefault(key, row) == row, f"{key} was rewritten"
 
 
-def run(world: World, history: list) -> None:
+def run(world: World, history: list, probe=None) -> None:
+    """The history's usage reported in order, each report after a close; `probe(world, now)`
+    (where given) is called before each close, with the clock at `now`."""
     for number, (slug, hour, back, hours, gpus) in enumerate(sorted(history,
                                                                    key=lambda a: a[1])):
         now = T0 + timedelta(hours=hour, minutes=7)
         with time_machine.travel(now, tick=False):
+            if probe is not None:
+                probe(world, now)
             world.close(now)
             world.usage(now, slug, back, hours, gpus, prefix=f"GPU{number}")
     end = T0 + timedelta(days=200)
     with time_machine.travel(end, tick=False):
+        if probe is not None:
+            probe(world, end)
         world.close(end)
         world.close(end + timedelta(days=40))
 

@@ -28,7 +28,7 @@ from loans.models import (
     SharingMember,
     Tenant,
 )
-from metering.models import Node, Reattribution
+from metering.models import Gpu, Node, Reattribution
 from tests.conftest import FAST_HASHERS, make_user
 
 ACTORS = ("anonymous", "agent", "member", "outsider", "lead", "staff", "operator")
@@ -243,6 +243,9 @@ class World:
         contract.save()
         node = Node.objects.create(name="gpu-node-01", default_tenant=tenant)
         now = timezone.now()
+        # Room for the burst: an operator's approval grants only what the pool can hold.
+        Gpu.objects.bulk_create(Gpu(uuid=f"GPU-{i}", node=node, index=i, model=plan.gpu_model,
+                                    last_seen_at=now) for i in range(12))
         burst = BurstRequest.objects.create(
             contract=contract, gpus=2, starts_at=now + timedelta(days=1),
             ends_at=now + timedelta(days=2), reason="sweep", requested_by=self.users["lead"],
