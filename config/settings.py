@@ -14,7 +14,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.translation import gettext_lazy as _
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("GPULOANS_VAR_DIR", BASE_DIR / "var"))
@@ -226,7 +225,8 @@ except (ZoneInfoNotFoundError, ValueError):
 USE_TZ = True
 USE_I18N = True
 LANGUAGE_CODE = "en"
-LANGUAGES = [("en", _("English")), ("zh-hans", _("Simplified Chinese"))]
+# Each language named in its own words: a reader finds theirs whatever the page's language.
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 FORMAT_MODULE_PATH = ["config.formats"]  # dates in forms as the pages write them
 LOCALE_PATHS = [BASE_DIR / "locale"]
 

@@ -37,3 +37,13 @@
     });
   });
 })();
+
+// The language menu switches as it is changed; its Switch button is for pages without scripts.
+(function () {
+  "use strict";
+  document.documentElement.classList.add("scripted");
+  var menu = document.getElementById("language-switch");
+  if (menu) {
+    menu.addEventListener("change", function () { menu.form.submit(); });
+  }
+})();
