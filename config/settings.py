@@ -438,7 +438,8 @@ LOGGING = {
                              "filters": ["request_id", "client_faults"]}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO").upper()},
     # django-axes logs every successful login's reset at INFO; lockouts are warnings.
-    "loggers": {"axes": {"level": "WARNING"}},
+    # kombu warns "No hostname was supplied" for the filesystem broker, which has none.
+    "loggers": {"axes": {"level": "WARNING"}, "kombu.connection": {"level": "ERROR"}},
 }
 
 # Failed logins allowed per username and client address before a lockout of this many

@@ -3,7 +3,7 @@ once) and re-attributions."""
 
 from django.core.exceptions import ValidationError
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -21,6 +21,14 @@ class ClusterSerializer(ModelCleanMixin, serializers.ModelSerializer):
         read_only_fields = ["created_at"]
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the clusters"),
+    create=extend_schema(summary="Add a cluster"),
+    retrieve=extend_schema(summary="Read one cluster, by its name"),
+    update=extend_schema(summary="Replace a cluster's fields"),
+    partial_update=extend_schema(summary="Change some of a cluster's fields"),
+    destroy=extend_schema(summary="Remove a cluster that no node or owner rule uses"),
+)
 class ClusterViewSet(OperatorViewSet):
     """Clusters: every node belongs to one, and owner rules hold within one."""
 
