@@ -31,6 +31,15 @@ class BurstForm(forms.Form):
     submission = forms.CharField(required=False, max_length=bursts.SUBMISSION_MAX,
                                  widget=forms.HiddenInput)
 
+    def clean(self):
+        """Every field's error at once: an end before the start is named beside a GPU count
+        over the cap, not after it is fixed."""
+        data = super().clean()
+        start, end = data.get("starts_at"), data.get("ends_at")
+        if start and end and end <= start:
+            self.add_error("ends_at", _("The end must be after the start."))
+        return data
+
 
 DRAFT = "burst-draft"  # the session's copy of a form that was refused, to show it again
 CARD = "bursts"  # messages tagged so show in the burst card, beside the form that was used
@@ -82,6 +91,14 @@ def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
     with timezone.override(contract.zone):
         form = BurstForm(request.POST)
         valid = form.is_valid()
+    terms = contract.terms_at(timezone.now())
+    most = terms.max_quota_gpus - terms.base_quota_gpus
+    if form.cleaned_data.get("gpus", 0) > most:
+        form.add_error("gpus", _("At most %(most)s: the max quota of %(cap)s GPUs less the base "
+                                 "quota of %(base)s.") % {"most": most,
+                                                          "cap": terms.max_quota_gpus,
+                                                          "base": terms.base_quota_gpus})
+        valid = False
     if not valid:
         return _refused(request, slug, contract.pk, *(
             f"{form.fields[field].label if field in form.fields else ''}: {' '.join(errors)}"
@@ -100,6 +117,24 @@ def ask(request: HttpRequest, slug: str, contract_id: int) -> HttpResponse:
     messages.add_message(request, level, capfirst(burst.text or burst.get_state_display()),
                          extra_tags=CARD)
     return _back(slug, contract.pk)
+
+
+def queue_places(shown) -> dict[int, int]:
+    """Each queued request's place in its pool's queue (1 is next), as the queue job takes
+    them, by id."""
+    queued = [b for b in shown if b.state == BurstRequest.State.QUEUED]
+    if not queued:
+        return {}
+    pools = {bursts.pool_of(b.contract) for b in queued}
+    ahead: dict[str, int] = {}
+    places = {}
+    for b in BurstRequest.objects.filter(state=BurstRequest.State.QUEUED,
+                                         contract__gpu_model__in=pools
+                                         ).select_related("contract"):
+        pool = b.contract.gpu_model
+        ahead[pool] = ahead.get(pool, 0) + 1
+        places[b.pk] = ahead[pool]
+    return {b.pk: places[b.pk] for b in queued if b.pk in places}
 
 
 @require_POST

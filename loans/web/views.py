@@ -43,6 +43,7 @@ from loans.models import (
 )
 from loans.services import bills, charts, dashboard, ledger, overage, pooled, verdict
 from loans.web.bursts import form_for as burst_form_for
+from loans.web.bursts import queue_places
 from metering.usage import slurm as metering_slurm
 
 ALERT_HISTORY = 30
@@ -173,12 +174,12 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
         "periods": [(str(r.period.index + 1), period_label(r.period, contract))
                     for r in book.entries],
         "recommendations": recommendations_of(contract, now, group_figures=group_figures),
-        "bursts": contract.bursts.filter(
+        "bursts": with_places(contract.bursts.filter(
             # Refused ones too, while their window lasts: the lead sees why, not only the
             # operators in the admin.
             state__in=[BurstRequest.State.QUEUED, BurstRequest.State.GRANTED,
                        BurstRequest.State.REJECTED], ends_at__gt=now
-        ).order_by("starts_at"),
+        ).order_by("starts_at")),
         "burst_form": burst_form_for(request, contract.pk,
                                      terms.max_quota_gpus - terms.base_quota_gpus)
         if lead else None,
@@ -242,6 +243,15 @@ def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | N
         "heatmap_url": reverse("api-contract-heatmap", args=[contract.pk])
         + f"?period={period.index + 1}&lang={translation.get_language()}",
     }
+
+
+def with_places(shown) -> list[BurstRequest]:
+    """The bursts shown, each queued one with its place in its pool's queue (`place`)."""
+    shown = list(shown)
+    places = queue_places(shown)
+    for b in shown:
+        b.place = places.get(b.pk)
+    return shown
 
 
 DECIDED_SHOWN = timedelta(days=30)

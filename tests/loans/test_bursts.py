@@ -401,3 +401,27 @@ def test_an_operator_cannot_approve_what_the_pool_cannot_hold_in_any_path(
     assert "1 done." not in text and "1 granted" not in text
     assert f"#{waiting['id']}: Not granted" in text
     assert BurstRequest.objects.get(pk=waiting["id"]).state == "queued"
+
+
+def test_the_burst_card_says_each_error_at_once_the_queue_place_and_what_hours_cost(
+        client, lead, outsider, contract, pool):
+    """20 GPUs and an end before the start named only the date; a queued request said
+    "Queued" with no place; the form said nothing of what burst hours cost; the table said
+    the state twice ("Granted" over "granted: the pool had room")."""
+    client.force_login(lead)
+    shanghai = ZoneInfo("Asia/Shanghai")
+    tomorrow = timezone.now().astimezone(shanghai).date() + timedelta(days=1)
+    page = client.post(f"/en/tenants/vision/contracts/{contract.pk}/bursts/", {
+        "gpus": 20, "starts_at": f"{tomorrow}T20:00", "ends_at": f"{tomorrow}T08:00",
+        "reason": "sweep"}, follow=True).content.decode()
+    assert "Until: The end must be after the start." in page
+    assert "At most 8: the max quota of 16 GPUs less the base quota of 8." in page
+    assert "billed at the overage rate, 12.00 a GPU-hour" in page
+    ask(client, lead, contract, 3)  # granted: one GPU left in the pool
+    ask(client, outsider, pool, 2)  # queued first
+    waiting = ask(client, lead, contract, 3).json()
+    assert waiting["state"] == "queued"
+    client.force_login(lead)
+    page = client.get("/en/tenants/vision/").content.decode()
+    assert 'data-place="2"' in page and "place 2 in the queue" in page
+    assert page.count("the pool had room") == 1 and ">Granted<" not in page
