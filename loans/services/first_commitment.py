@@ -17,7 +17,7 @@ from decimal import Decimal
 from django.utils.translation import gettext as _
 
 from loans.maths import recommend
-from loans.maths.billing import money, period_cost
+from loans.maths.billing import Terms, money, period_cost
 from loans.models import Plan
 from loans.services.history import History, HistoryError
 from metering.usage import slurm
@@ -45,6 +45,7 @@ class Option:
     p10: Decimal
     p50: Decimal
     p90: Decimal
+    current: bool = False  # the tenant's contract as it stands, renewed on its own terms
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,11 @@ def slurm_history(tenant_id: int, now: datetime) -> History:
 
 
 def advise(history: History, *, term_months: int, currency: str,
-           on_demand_rate: Decimal | None = None) -> FirstAdvice:
+           on_demand_rate: Decimal | None = None, current: tuple[str, Terms] | None = None
+           ) -> FirstAdvice:
+    """Each offered plan at the commitment that suits its prices, on demand, and (`current`:
+    a name and the terms of the tenant's contract in force) the contract as it stands, each
+    priced over a whole term from the history's month-long windows."""
     hours = history.hours
     if len(hours) < PERIOD_HOURS:
         raise HistoryError([_("the history holds %(hours)s hours; at least a period "
@@ -147,6 +152,13 @@ def advise(history: History, *, term_months: int, currency: str,
             plan.max_quota_gpus, plan.max_quota_gpus >= peak,
             *term_totals(windows, term_months, commitment, plan.committed_rate, overage,
                          plan.upfront_fee, currency)))
+    if current is not None and current[1].currency == currency:
+        name, terms = current
+        options.insert(0, Option(
+            name, terms.committed_gpu_hours, terms.committed_rate, terms.overage_rate,
+            terms.upfront_fee, terms.max_quota_gpus, terms.max_quota_gpus >= peak,
+            *term_totals(windows, term_months, terms.committed_gpu_hours, terms.committed_rate,
+                         terms.overage_rate, terms.upfront_fee, currency), current=True))
     fitting = [o for o in [on_demand, *options] if o.fits_peak]
     advised = min(fitting, key=lambda o: (o.p50, o.p90))
     return FirstAdvice(

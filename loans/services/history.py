@@ -119,6 +119,7 @@ def _rows(lines: list[str]):
 def _csv(lines: list[str], gaps_as_idle: bool, idle_option: str) -> History:
     usage: dict[datetime, float] = {}
     lines_of: dict[datetime, int] = {}
+    refused: set[datetime] = set()  # hours whose row was refused for its figure
     problems = []
     for number, row in enumerate(_rows(lines[1:]), start=2):
         if row is None:
@@ -150,6 +151,7 @@ def _csv(lines: list[str], gaps_as_idle: bool, idle_option: str) -> History:
         if not (0 <= gpus <= 1_000_000):
             problems.append(_("line %(line)s: gpus %(value)s is not a number of GPUs from 0 "
                               "to 1,000,000") % {"line": number, "value": repr(row[1][:20])})
+            refused.add(hour)  # said once: its hour is not a gap as well
             continue
         if hour in usage:
             problems.append(_("line %(line)s: %(hour)s UTC is given twice")
@@ -167,7 +169,8 @@ def _csv(lines: list[str], gaps_as_idle: bool, idle_option: str) -> History:
                                           "rows")])
     count = int((last - start) / HOUR) + 1
     hours = [usage.get(start + HOUR * k) for k in range(count)]
-    gaps = _gaps(start, hours)
+    gaps = _gaps(start, [0.0 if h is None and start + HOUR * k in refused else h
+                         for k, h in enumerate(hours)])
     if gaps and not gaps_as_idle:  # said with the bad rows, all at once
         problems += [_gap_problem(a, b, n, idle_option) for a, b, n in gaps]
     if problems:

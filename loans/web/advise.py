@@ -18,6 +18,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from loans.access import is_lead, is_operator, tenant_for_user
+from loans.models import Contract
+from loans.services import dashboard
 from loans.services.first_commitment import NoOnDemandPrice, advise, slurm_history
 from loans.services.history import HistoryError, read_history
 from loans.web.views import operator_required
@@ -109,7 +111,8 @@ def _page(request: HttpRequest, tenant=None) -> HttpResponse:
             text, zone=data["time_zone"], gaps_as_idle=data["gaps_as_idle"],
             account=data["account"], idle_option=_("tick “Read hours without a row as idle”")))
         result = advise(history, term_months=data["term_months"],
-                        currency=settings.DEFAULT_CURRENCY, on_demand_rate=data["on_demand_rate"])
+                        currency=settings.DEFAULT_CURRENCY, on_demand_rate=data["on_demand_rate"],
+                        current=_current(tenant))
         context.update(result=result, options=[result.on_demand, *result.plans])
     except NoOnDemandPrice as error:
         form.add_error("on_demand_rate", _("%(problem)s: give it here.")
@@ -121,6 +124,19 @@ def _page(request: HttpRequest, tenant=None) -> HttpResponse:
         _keep(request, context, data["history"], kept)
         return render(request, "loans/advise.html", context, status=400)
     return render(request, "loans/advise.html", context)
+
+
+def _current(tenant) -> tuple[str, object] | None:
+    """The tenant's contract in force, as a row of the comparison: its own terms today."""
+    if tenant is None:
+        return None
+    now = timezone.now()
+    contract = next((c for c in dashboard.contracts_of(tenant)
+                     if c.status == Contract.Status.ACTIVE and c.period_at(now)), None)
+    if contract is None:
+        return None
+    return (_("Current contract (%(plan)s)") % {"plan": contract.plan.name},
+            contract.terms_at(now))
 
 
 KEPT_SECONDS = 3600
@@ -141,11 +157,13 @@ def _keep(request: HttpRequest, context: dict, text: str | None, kept: dict | No
     upload = request.FILES.get("history")
     if text and upload is not None:
         token = secrets.token_urlsafe(16)
-        kept = {"text": text, "name": upload.name[:200], "token": token}
+        kept = {"text": text, "name": upload.name[:200], "token": token, "fresh": True}
         cache.set(f"advice-file:{request.user.pk}:{token}",
                   {"text": text, "name": kept["name"]}, KEPT_SECONDS)
     if kept:
-        context["kept"] = {"token": kept["token"], "name": kept["name"]}
+        # Just sent (`fresh`): kept for the next try; sent before: in use again.
+        context["kept"] = {"token": kept["token"], "name": kept["name"],
+                           "fresh": kept.get("fresh", False)}
         # ... and the browser may send the form again without a file
         context["form"].fields["history"].required = False
 

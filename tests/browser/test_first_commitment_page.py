@@ -67,7 +67,7 @@ def test_with_no_on_demand_plan_the_defaults_advise_and_a_refused_file_is_kept(
     expect(page.locator("#history-problems li").first).to_contain_text(
         "(1 hour): give it (0 where nothing ran), or read it as idle (tick “Read hours "
         "without a row as idle”)")
-    expect(page.locator("#kept-file")).to_contain_text("Using gappy.csv")
+    expect(page.locator("#kept-file")).to_contain_text("gappy.csv is kept for your next try")
     page.check("#id_gaps_as_idle")
     page.click("#advise-form button[type=submit]")  # no file chosen again
     expect(page.locator("#advice-table tbody tr")).to_have_count(2)

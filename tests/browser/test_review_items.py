@@ -196,10 +196,10 @@ def test_item_1_on_a_phone_a_refused_history_is_kept_and_the_error_names_the_che
     send_gappy_history(page, live_server.url, language, tmp_path)
     problem, kept = {
         "en": ("(1 hour): give it (0 where nothing ran), or read it as idle (tick “Read "
-               "hours without a row as idle”)", "Using gappy.csv"),
+               "hours without a row as idle”)", "gappy.csv is kept for your next try"),
         "zh-hans": ("（1 小时）：请补上（无运行处填 0），或视为闲置"
                     "（勾选“没有记录的小时视为闲置”）",
-                    "正在使用之前提供的文件 gappy.csv")}[language]
+                    "gappy.csv 已为下次尝试保留")}[language]
     expect(page.locator("#history-problems li").first).to_contain_text(problem)
     expect(page.locator("#history-problems")).not_to_contain_text("--gaps-as-idle")
     expect(page.locator("#kept-file")).to_contain_text(kept)

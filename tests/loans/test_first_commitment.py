@@ -13,6 +13,7 @@ import time_machine
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -385,3 +386,41 @@ def test_a_user_asking_too_often_is_told_when_to_ask_again(client, operator, cat
     assert [a.status_code == 429 for a in answers] == [False, False, True]
     assert answers[2]["Retry-After"] == "50"
     assert b"You have asked 2 times this minute; ask again in 50 seconds." in answers[2].content
+
+
+def test_a_bad_row_is_named_once_and_the_kept_file_is_said_as_kept(client, operator, catalogue):
+    """A row refused for its figure was named, then its hour named again as missing; the
+    first refusal said "Using bad.csv, the file you gave before"; on demand showed a
+    committed rate of 0.00."""
+    client.force_login(operator)
+    text = hourly_csv(800).replace("2026-08-01T10:00:00+00:00,4.0",
+                                   "2026-08-01T10:00:00+00:00,abc")
+    answer = client.post("/en/advise/", {
+        "history": SimpleUploadedFile("bad.csv", text.encode(), "text/csv"),
+        "time_zone": "UTC", "term_months": 12})
+    assert answer.status_code == 400
+    assert answer.context["problems"] == [
+        "line 12: gpus 'abc' is not a number of GPUs from 0 to 1,000,000"]
+    page = html.unescape(answer.content.decode())
+    assert "bad.csv is kept for your next try" in page and "the file you gave before" not in page
+    again = client.post("/en/advise/", {"kept": answer.context["kept"]["token"],
+                                        "time_zone": "UTC", "term_months": 12})
+    assert "Using bad.csv, the file you gave before" in html.unescape(again.content.decode())
+    fine = client.post("/en/advise/", {
+        "history": SimpleUploadedFile("fine.csv", hourly_csv(800).encode(), "text/csv"),
+        "time_zone": "UTC", "term_months": 12})
+    row = html.unescape(fine.content.decode()).split('data-option="on demand"')[1].split("</tr>")[0]
+    assert "<td class=\"num\">–</td>" in row
+
+
+def test_a_leads_advice_compares_with_the_contract_in_force(client, lead, contract, catalogue):
+    client.force_login(lead)
+    answer = client.post("/en/tenants/vision/advise/", {
+        "history": SimpleUploadedFile("fine.csv", hourly_csv(800).encode(), "text/csv"),
+        "time_zone": "UTC", "term_months": 12})
+    assert answer.status_code == 200
+    [current] = [o for o in answer.context["result"].plans if o.current]
+    terms = contract.terms_at(timezone.now())
+    assert current.commitment == terms.committed_gpu_hours
+    assert current.name == f"Current contract ({contract.plan.name})"
+    assert "what you have" in answer.content.decode()
