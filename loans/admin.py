@@ -26,7 +26,7 @@ from loans.models import (
     SlurmLimitChange,
     Tenant,
 )
-from loans.services import bursts, fleet_status, ledger
+from loans.services import alerts, bursts, fleet_status, ledger
 from loans.services.amendments import apply_recommendation
 from metering.admin import show_tokens
 from metering.models import AttributionRule
@@ -87,6 +87,24 @@ class PlanAdmin(FiguresAdmin):
     search_fields = ["name", "gpu_model", "description"]
 
 
+class OveragePolicyInline(admin.TabularInline):
+    """The contract's overage policies, newest first: an operator adds one (in force from
+    now, as theirs); those set before are its history and stay as they were."""
+
+    model = OveragePolicy
+    fields = ["kind", "budget", "set_by", "set_at"]
+    readonly_fields = ["set_by", "set_at"]
+    extra = 0
+    verbose_name = _("overage policy")
+    verbose_name_plural = _("Overage policy (the newest is in force)")
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Contract)
 class ContractAdmin(DatedAdmin):
     list_display = [
@@ -100,7 +118,7 @@ class ContractAdmin(DatedAdmin):
     date_hierarchy = "starts_on"
     readonly_fields = ["ends_on", "window_start", "window_end", "signed_at", "current_period",
                        "used_of_committed", "cost_so_far", "ledger_links"]
-    inlines = [AmendmentInline]
+    inlines = [AmendmentInline, OveragePolicyInline]
     fieldsets = [
         (None, {"fields": ["ledger_links", "tenant", "plan", "starts_on", "ends_on", "time_zone",
                            "status", "window_start", "window_end"]}),
@@ -126,6 +144,11 @@ class ContractAdmin(DatedAdmin):
             add, contract.pk, _("Amend the terms"), add, contract.pk, _("Terminate early"),
             reverse("admin:loans_statement_changelist"), contract.pk, _("Statements"))
 
+    def get_inline_instances(self, request, obj=None):
+        """A new contract has no policy to show yet (allow, until one is set)."""
+        return [inline for inline in super().get_inline_instances(request, obj)
+                if obj is not None or not isinstance(inline, OveragePolicyInline)]
+
     def has_delete_permission(self, request, obj=None) -> bool:
         """A signed contract is never deleted (its statements and usage refer to it): it ends,
         or an amendment terminates it. A draft may go."""
@@ -141,6 +164,8 @@ class ContractAdmin(DatedAdmin):
         for policy in formset.save(commit=False):
             policy.set_by, policy.set_at = request.user, timezone.now()
             policy.save()
+            # The contract's alerts speak of the policy in force: changed at once.
+            alerts.refresh_contract_alerts(form.instance, policy.set_at)
 
     def save_model(self, request, obj: Contract, form, change) -> None:
         super().save_model(request, obj, form, change)
@@ -174,6 +199,10 @@ class ContractAdmin(DatedAdmin):
         """A signed contract's terms change by amendment (the inline links to it); its start,
         zone and term are fixed once it has a statement."""
         fields = list(super().get_readonly_fields(request, obj))
+        if obj is not None and obj.status == Contract.Status.ACTIVE \
+                and obj.window_start <= timezone.now():
+            # A running contract ends by termination ("Terminate early"), not by its status.
+            fields.append("status")
         if obj is not None and obj.is_signed:
             fields += [f for f in (*Contract.OVERRIDES, "currency", "gpu_model", "plan",
                                    "tenant") if f not in fields]

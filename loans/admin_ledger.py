@@ -110,6 +110,13 @@ class AmendmentAdmin(FiguresAdmin):
         form.author = request.user
         return form
 
+    def get_fieldsets(self, request, obj=None):
+        """Terminating (the contract page's "Terminate early") asks for the contract and why
+        only: the term fields belong to an amendment."""
+        if request.GET.get("terminate") == "on":
+            return [(None, {"fields": ["contract", "terminate", "reason"]})]
+        return super().get_fieldsets(request, obj)
+
     def get_changeform_initial_data(self, request) -> dict:
         initial = super().get_changeform_initial_data(request)
         contract = Contract.objects.filter(pk=initial.get("contract") or None).first()

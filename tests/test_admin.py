@@ -477,7 +477,10 @@ def test_a_signed_contract_links_to_amend_terminate_and_its_statements_and_is_no
     assert reverse("admin:loans_contract_delete", args=[contract.pk]) not in page
     terminate = client.get(f"{add}?contract={contract.pk}&terminate=on").content.decode()
     assert re.search(r'<input type="checkbox" name="terminate"[^>]* checked>', terminate)
-    assert "Base quota (GPUs)" in terminate and "From period" in terminate  # capitalised
+    # Terminating asks for the contract and why only: the term fields are an amendment's.
+    assert "Base quota (GPUs)" not in terminate and "From period" not in terminate
+    amend = client.get(f"{add}?contract={contract.pk}").content.decode()
+    assert "Base quota (GPUs)" in amend and "From period" in amend  # capitalised
 
 
 def test_a_plan_says_which_overage_rate_applies(client, operator):
@@ -512,3 +515,38 @@ def test_the_recent_actions_read_their_objects_in_one_query_a_kind(
     with translation.override("zh-hans"), django_assert_max_num_queries(3):
         shown = template.render(Context({"user": operator}))
     assert shown.split("|")[:-1] == ["vision / H100 Guaranteed 8，自 2026-11-01 起"] * 5
+
+
+def test_a_running_contracts_page_shows_its_policy_fixed_status_dates_and_a_plain_termination(
+        client, operator, contract):
+    """Status was editable beside "Terminate early"; dates read "Sept. 6, 2026" where the
+    pages say 2026-09-06; the termination form showed the term-change fields; the overage
+    policy was not on the contract page although operators set it there."""
+    from loans.models import OveragePolicy
+
+    client.force_login(operator)
+    url = f"/en/admin/loans/contract/{contract.pk}/change/"
+    page = client.get(url)
+    form = page.context["adminform"].form
+    assert "status" not in form.fields  # read, not edited
+    html = page.content.decode()
+    assert contract.starts_on.isoformat() in html
+    assert "Overage policy (the newest is in force)" in html
+    terminate = client.get(f"/en/admin/loans/amendment/add/?contract={contract.pk}"
+                           "&terminate=on").content.decode()
+    assert 'name="terminate"' in terminate and 'name="committed_rate"' not in terminate
+    fields = {f: v.value() for f, v in ((n, page.context["adminform"].form[n])
+                                        for n in form.fields)}
+    inline = "overage_policies"
+    data = {**{k: "" if v is None else v for k, v in fields.items()},
+            "tenant": contract.tenant_id, "plan": contract.plan_id,
+            f"{inline}-TOTAL_FORMS": "1", f"{inline}-INITIAL_FORMS": "0",
+            f"{inline}-MIN_NUM_FORMS": "0", f"{inline}-MAX_NUM_FORMS": "1000",
+            f"{inline}-0-kind": "hold", f"{inline}-0-budget": "",
+            "amendments-TOTAL_FORMS": "0", "amendments-INITIAL_FORMS": "0",
+            "amendments-MIN_NUM_FORMS": "0", "amendments-MAX_NUM_FORMS": "1000"}
+    answer = client.post(url, data)
+    assert answer.status_code == 302, answer.context["adminform"].form.errors if \
+        answer.context else answer
+    policy = OveragePolicy.objects.get(contract=contract)
+    assert (policy.kind, policy.set_by) == ("hold", operator)

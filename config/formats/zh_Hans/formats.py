@@ -14,3 +14,9 @@ DATETIME_INPUT_FORMATS = [
     "%Y/%m/%d %H:%M:%S",  # '2026/11/20 14:30:59'
     "%Y/%m/%d %H:%M",  # '2026/11/20 14:30'
 ]
+
+# Shown as the pages write them, as in English (config/formats/en).
+DATE_FORMAT = "Y-m-d"
+DATETIME_FORMAT = "Y-m-d H:i"
+SHORT_DATE_FORMAT = "Y-m-d"
+SHORT_DATETIME_FORMAT = "Y-m-d H:i"
