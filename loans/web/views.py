@@ -128,8 +128,9 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     if choice == dashboard.WHOLE_CONTRACT:
         context.update(_whole_contract(contract, book))
     elif choice is not None:
+        asked = (request.GET.get("period") or "").strip() not in ("", "current")
         context.update(_period(contract, book, choice, now, pool,
-                               context["recommendations"]))
+                               context["recommendations"], asked=asked))
     return render(request, "loans/tenant.html", context)
 
 
@@ -213,7 +214,7 @@ def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
 
 
 def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | None,
-            recommendations=()) -> dict:
+            recommendations=(), *, asked: bool = False) -> dict:
     entry = book.entry_for(period)
     figures = dashboard.figures(contract, period, now, entry)
     zone = contract.zone
@@ -225,9 +226,10 @@ def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | N
                            now=now, zone=zone, recommendations=recommendations) \
         if projected is not None else None
     past = {}
-    if entry.state != "open":
-        # A past period: its own statement and those that corrected it, and not the
-        # group's pool now (the current period's).
+    if entry.state != "open" and asked:
+        # A past period asked for: its own statement and those that corrected it, and not
+        # the group's pool now (the current period's). An ended contract opens on its last
+        # period with every statement.
         past = {"pool": None, "statements": [
             s for s in book.statements if s.period_index == period.index
             or any(c.period_index == period.index for c in s.corrections.all())]}
