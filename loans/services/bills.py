@@ -145,12 +145,13 @@ class Whole:
 
 
 def whole(book) -> Whole:
-    """The whole contract as its ledger (`book`, ledger.read) bills it."""
+    """The whole contract as its ledger (`book`, ledger.read) bills it: each period's bill
+    read once, in the order of its entries."""
     currency = book.contract.terms_for(0).currency
-    unstated = [of_entry(e) for e in book.entries if e.statement is None]
-    return Whole(currency, book.billed_money, book.pending_amount,
-                 sum((b.total for b in unstated), ZERO),
-                 [of_entry(e) for e in book.entries])
+    read = [of_entry(e) for e in book.entries]
+    unstated = sum((b.total for e, b in zip(book.entries, read, strict=True)
+                    if e.statement is None), ZERO)
+    return Whole(currency, book.billed_money, book.pending_amount, unstated, read)
 
 
 def projected(contract_id: int, terms: Terms, period, used: Decimal, pool) -> Bill:

@@ -202,10 +202,12 @@ def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
     money = bills.whole(book)
     totals = ledger.totals(rows)
     totals["cost"] = money.total
-    ended = [bills.of_entry(r) for r in rows if r.state != "open"]
-    totals["unused_ended_gpu_hours"] = sum((b.unused_gpu_hours for b in ended), Decimal(0))
+    # Each period's bill as the whole contract read it (in the order of its entries).
+    read = list(zip(rows, money.bills, strict=True))
+    totals["unused_ended_gpu_hours"] = sum(
+        (b.unused_gpu_hours for r, b in read if r.state != "open"), Decimal(0))
     totals["left_open_gpu_hours"] = sum(
-        (bills.of_entry(r).unused_gpu_hours for r in rows if r.state == "open"), Decimal(0))
+        (b.unused_gpu_hours for r, b in read if r.state == "open"), Decimal(0))
     totals["term_committed_gpu_hours"] = sum(
         (contract.terms_for(p.index).committed_gpu_hours for p in contract.periods()),
         Decimal(0))
