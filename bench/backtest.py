@@ -56,7 +56,7 @@ django.setup()  # the demo generator lives beside the demo's models; no database
 
 from loans.demo import STORIES, gpus_held, is_bursting  # noqa: E402
 from loans.maths import recommend  # noqa: E402
-from loans.services.advice import HISTORY_DAYS  # noqa: E402
+from loans.services.advice.standalone import HISTORY_DAYS  # noqa: E402
 
 MONTH_HOURS = 30 * 24
 SEASON_MONTHS = 6

@@ -109,9 +109,9 @@ def main() -> None:
     from django.utils import timezone
 
     django.setup()
-    from loans.services.advice import refresh_recommendations
-    from loans.services.alerts import evaluate_alerts
-    from loans.services.closing import close_due_periods
+    from loans.services.advice.standalone import refresh_recommendations
+    from loans.services.alerts.conditions import evaluate_alerts
+    from loans.services.ledger.closing import close_due_periods
 
     call_command("migrate", verbosity=0)
     now = timezone.now()
@@ -148,7 +148,7 @@ def first_close_half_a_year_in() -> tuple[int, float]:
     from django.db import connection
 
     from loans.models import Contract
-    from loans.services.closing import close_due_periods
+    from loans.services.ledger.closing import close_due_periods
 
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM loans_correctionline")

@@ -313,13 +313,13 @@ LATE_DATA_GRACE_HOURS = env_int("LATE_DATA_GRACE_HOURS", 2)
 DEVICE_MOVE_MINUTES = env_int("DEVICE_MOVE_MINUTES", 10, minimum=1)
 CAPACITY_WINDOW_HOURS = env_int("CAPACITY_WINDOW_HOURS", 24, minimum=1)
 # Slurm as a second meter and as the enforcer (metering.schedulers.slurm and
-# loans.services.slurm_limits):
+# loans.schedulers.slurm.limits):
 # the cluster whose Slurm this server's client commands reach; empty: the beat jobs do nothing.
 SLURM_CLUSTER = env_str("SLURM_CLUSTER")
 SLURM_IMPORT_DAYS = env_int("SLURM_IMPORT_DAYS", 35, minimum=1)  # a first import reaches back
 SLURM_APPLY_QUOTAS = env_bool("SLURM_APPLY_QUOTAS", False)  # contracts into Slurm limits
 # ... and, with these, commitments and overage policies into GPU-minute budgets that Slurm
-# enforces (loans.services.admission; the cluster needs AccountingStorageEnforce with safe).
+# enforces (loans.schedulers.slurm.budgets; the cluster needs AccountingStorageEnforce with safe).
 SLURM_ADMISSION = env_bool("SLURM_ADMISSION", False)
 # A tenant-day whose agents' and Slurm's GPU-hours differ by more than this share (and by at
 # least SLURM_MISMATCH_MIN_GPU_HOURS) opens an alert.

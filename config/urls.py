@@ -18,8 +18,8 @@ from loans.web import alerts as views_alerts
 from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
 from loans.web import fleet as views_fleet
+from loans.web import heatmap, views
 from loans.web import overage as views_overage
-from loans.web import views
 from metering.intake import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
 
@@ -46,7 +46,7 @@ urlpatterns = [
          name="api-quota-manifests"),
     path("api/v1/contracts/<int:pk>/burndown", api.ContractBurndown.as_view(),
          name="api-contract-burndown"),
-    path("api/v1/contracts/<int:pk>/heatmap", api.ContractHeatmap.as_view(),
+    path("api/v1/contracts/<int:pk>/heatmap", heatmap.ContractHeatmap.as_view(),
          name="api-contract-heatmap"),
     path("api/v1/contracts/<int:pk>/overage-policy", api_overage.ContractOveragePolicy.as_view(),
          name="api-contract-overage-policy"),

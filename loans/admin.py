@@ -26,8 +26,10 @@ from loans.models import (
     SlurmLimitChange,
     Tenant,
 )
-from loans.services import alerts, bursts, fleet_status, ledger
-from loans.services.amendments import apply_recommendation
+from loans.services import bursts, fleet_status
+from loans.services.alerts import conditions as alerts
+from loans.services.ledger import read as ledger
+from loans.services.ledger.amendments import apply_recommendation
 from metering.admin import show_tokens
 from metering.models import AttributionRule
 

@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.admin_figures import FiguresAdmin, written
 from loans.models import Amendment, Contract, CorrectionLine, Statement
-from loans.services import amendments
+from loans.services.ledger import amendments
 
 TERM_FIELDS = {
     "base_quota_gpus": forms.IntegerField(label=_("Base quota (GPUs)"), min_value=0,
@@ -27,7 +27,7 @@ TERM_FIELDS = {
 
 
 class AmendmentForm(forms.ModelForm):
-    """Writes the amendment through loans.services.amendments when it validates, so the admin
+    """Writes the amendment through loans.services.ledger.amendments when it validates, so the admin
     refuses exactly what the service and the API refuse (a closed period, a term that cannot
     be, a contract that is not active)."""
 

@@ -1,5 +1,5 @@
 """Sharing groups in the admin: operators create a group, then add and remove contracts
-through loans.services.sharing (from a period not begun; refused with the reason where a
+through loans.services.ledger.sharing (from a period not begun; refused with the reason where a
 calendar or currency differs), and read each group's members over time and its statements."""
 
 from django import forms
@@ -12,7 +12,7 @@ from django.utils.translation import gettext_lazy as _
 from core.admin import ReadOnlyAdmin, ReadOnlyInline
 from core.admin_figures import FiguresAdmin
 from loans.models import Contract, GroupStatement, SharingGroup, SharingMember
-from loans.services import sharing
+from loans.services.ledger import sharing
 
 
 class SharingMemberInline(ReadOnlyInline):

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 
 from loans.maths.billing import local_midnight
 from loans.models import Contract, Membership, Plan, SharingGroup, SharingMember, Tenant
-from loans.services import sharing
+from loans.services.ledger import sharing
 from metering import owners, partitions
 from metering.attribution import Attributor, Rule
 from metering.models import (

@@ -5,11 +5,12 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from loans.services import bursts, notify
-from loans.services.advice import refresh_recommendations
-from loans.services.alerts import evaluate_alerts
-from loans.services.closing import close_due_periods
-from loans.services.slurm_limits import apply_limits
+from loans.schedulers.slurm.limits import apply_limits
+from loans.services import bursts
+from loans.services.advice.standalone import refresh_recommendations
+from loans.services.alerts import notify
+from loans.services.alerts.conditions import evaluate_alerts
+from loans.services.ledger.closing import close_due_periods
 from metering.usage.slurm import find_slurm_cluster
 
 RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 5}

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from loans.demo import OPERATOR, STORIES
 from loans.models import ApiToken, Contract, Membership, Plan, Tenant
-from loans.services import ledger
-from loans.services.closing import close_due_periods
+from loans.services.ledger import read as ledger
+from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount

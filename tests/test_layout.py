@@ -104,7 +104,7 @@ def test_the_arithmetic_touches_no_database_or_request():
 
 def test_tasks_are_queued_by_name():
     """Only the Celery application and the tasks' own tests know the task modules; the rest
-    queues a job by its name (loans.services.notify.enqueue)."""
+    queues a job by its name (loans.services.alerts.notify.enqueue)."""
     def refused(name: str, module: str):
         return "queue the task by name" if within(
             module, "loans.tasks", "metering.tasks") else None

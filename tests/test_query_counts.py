@@ -17,7 +17,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from loans.models import Contract, Tenant
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, Node, UsageSample
 from metering.usage import rebuild_rollups
 

@@ -34,7 +34,7 @@ def test_rows_without_a_template_or_with_facts_that_no_longer_fit_fall_back_to_t
 def test_advice_written_before_its_sentence_changed_still_reads_in_chinese():
     """The base-quota and plan sentences changed (issue 22); decided rows stay on the page for
     30 days with the old template."""
-    from loans.services.advice import RETIRED
+    from loans.services.advice.standalone import RETIRED
 
     facts = {"new": "4", "old": "8", "days": 30, "p95": "3.0", "plan": "Fair",
              "cost": "1.00", "currency": "CNY", "own": "2.00", "fee": "3.00", "term": 12}

@@ -14,7 +14,8 @@ from rest_framework.views import APIView
 
 from loans.access import require, tenant_for_user, tenants_for
 from loans.models import BurstEvent, BurstRequest, Contract
-from loans.services import bursts, manifests
+from loans.schedulers.kubernetes import manifests
+from loans.services import bursts
 
 
 class BurstEventSerializer(serializers.ModelSerializer):

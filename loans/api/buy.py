@@ -1,5 +1,5 @@
-"""The buy-vs-loan comparison over the API: the page's form and arithmetic (loans.services.buy),
-answered as JSON."""
+"""The buy-vs-loan comparison over the API: the page's form and arithmetic
+(loans.services.advice.buy), answered as JSON."""
 
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from loans.access import tenant_for_user
-from loans.services.buy import BuyForm, contract_of, evaluate, loan_of, with_defaults
+from loans.services.advice.buy import BuyForm, contract_of, evaluate, loan_of, with_defaults
 
 
 class BuyVsLoan(APIView):

@@ -20,7 +20,9 @@ from rest_framework.views import APIView
 from core import spreadsheet
 from loans.access import contract_for_user, require
 from loans.models import Amendment, Contract
-from loans.services import amendments, exports, focus, ledger
+from loans.services import exports, focus
+from loans.services.ledger import amendments
+from loans.services.ledger import read as ledger
 
 
 class _CSV(BaseRenderer):

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from loans.access import contract_for_user, require
 from loans.maths import billing
 from loans.models import Contract
-from loans.services import overage
+from loans.services.ledger import overage
 
 Body = inline_serializer("OveragePolicyBody", {
     "policy": serializers.ChoiceField(choices=["allow", "budget", "hold"]),

@@ -19,7 +19,7 @@ from loans.access import groups_for, require
 from loans.maths import billing
 from loans.models import Contract, GroupStatement, SharingGroup, SharingMember
 from loans.models.fields import currency_validator
-from loans.services import sharing
+from loans.services.ledger import sharing
 
 MAX_CONTRACTS = 200
 

@@ -1,9 +1,7 @@
 """The REST API for integrations and operators (DRF). The agents' endpoint is
 metering.intake.api."""
 
-from django.conf import settings
-from django.utils import timezone, translation
-from django.utils.translation import gettext as _
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
@@ -26,10 +24,10 @@ from loans.api.serializers import (
 from loans.maths.billing import local_midnight
 from loans.maths.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
-from loans.services import bills, charts, ledger, overage, pooled
-from loans.services.dashboard import PeriodChoiceError, figures, gpu_days, pick_period
+from loans.services.ledger import bills, overage, pooled
+from loans.services.ledger import read as ledger
+from loans.services.ledger.dashboard import PeriodChoiceError, figures, started_period
 from metering.usage import Hour, tenant_hours
-from metering.usage.fleet import gpu_labels
 
 
 class TenantViewSet(OperatorViewSet):
@@ -152,7 +150,7 @@ def burndown_json(contract: Contract, figures: PeriodFigures, bill: bills.Bill,
                   projected: bills.Bill | None) -> dict:
     """The tenant page's figures for one period, as integrations read them. Money and metered
     GPU-hours are decimal strings; chart series are numbers. The money is the bill's
-    (loans.services.bills): a stated period's statement, else what closing it now bills,
+    (loans.services.ledger.bills): a stated period's statement, else what closing it now bills,
     sharing included; `projected` priced the same way at the forecast's usage."""
     curve, period, zone = figures.burndown, figures.period, contract.zone
     return {
@@ -199,21 +197,11 @@ class PeriodQuery(serializers.Serializer):
         "(YYYY-MM-DD), or 'current' (the default)")
 
 
-class HeatmapQuery(PeriodQuery):
-    lang = serializers.ChoiceField(
-        required=False, choices=[code for code, _name in settings.LANGUAGES],
-        help_text="The language of the figure's titles and labels (default: the request's)")
-
-
 def _period(request: Request, contract: Contract, now):
     try:
-        period = pick_period(contract, request.query_params.get("period"), now)
+        return started_period(contract, request.query_params.get("period"), now)
     except PeriodChoiceError as error:
         raise serializers.ValidationError({"period": [str(error)]}) from None
-    if period is None:
-        raise serializers.ValidationError(
-            {"period": [_("This contract's first period has not started yet.")]})
-    return period
 
 
 class ContractBurndown(APIView):
@@ -238,19 +226,3 @@ class ContractBurndown(APIView):
         # stands (open, overage or held), whichever period was asked for.
         body["admission"] = {"policy": policy.kind, "state": policy.state}
         return Response(body)
-
-
-class ContractHeatmap(APIView):
-    """Utilisation of each GPU the tenant held, by local day of a period, as a Plotly figure
-    (the tenant page loads it after the page itself)."""
-
-    @extend_schema(parameters=[HeatmapQuery], responses={200: OpenApiTypes.OBJECT})
-    def get(self, request: Request, pk: int) -> Response:
-        contract = contract_for_user(request.user, pk)
-        now = timezone.now()
-        days = gpu_days(contract, _period(request, contract, now), now)
-        lang = request.query_params.get("lang", "")
-        if lang not in dict(settings.LANGUAGES):  # absent or unknown: the request's own
-            lang = translation.get_language()
-        with translation.override(lang):
-            return Response(charts.heatmap_figure(days, gpu_labels({d.gpu_id for d in days})))

@@ -18,9 +18,9 @@ square at horizon h is fitted as
 adds up in proportion), with `level` at least a tenth of `iid` (a team's level is never known
 for sure); the band at h days is the forecast -/+ 1.2816 standard deviations, in proportion to
 the trailing rate. A team with under MIN_DAYS days of history gets the fleet's errors pooled
-(`pooled`, from every team with that much history, loans.services.forecasting), or, in a fleet
-of under MIN_TEAMS such teams, PRIOR, fitted the same way on the pooled errors of the bench's
-public traces: a new team starts honest.
+(`pooled`, from every team with that much history, loans.services.ledger.forecasting), or,
+in a fleet of under MIN_TEAMS such teams, PRIOR, fitted the same way on the pooled errors of
+the bench's public traces: a new team starts honest.
 
 COVERAGE is what the bench measured: the share of periods that ended inside the band, by days
 left; the pages say it beside the band.
@@ -116,7 +116,7 @@ def errors(days: list[float], horizon: int) -> list[float]:
 
 def spread_of(days: list[float], prior: Spread | None = None) -> Spread:
     """The team's spread from its daily totals (daily_totals), or `prior` (PRIOR when None:
-    the pooled spread of the fleet, loans.services.forecasting) where it has under MIN_DAYS
+    the pooled spread of the fleet, loans.services.ledger.forecasting) where it has under MIN_DAYS
     days."""
     prior = prior or PRIOR
     if len(days) < MIN_DAYS:

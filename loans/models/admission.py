@@ -1,5 +1,5 @@
 """What a contract may use past its commitment: its overage policy, each setting kept with who
-set it and when (the latest is in force). The schedulers enforce it (loans.services.admission,
+set it and when (the latest is in force). The schedulers enforce it (loans.schedulers.slurm.budgets,
 loans.maths.admission)."""
 
 from decimal import Decimal

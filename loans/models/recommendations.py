@@ -11,7 +11,7 @@ from loans.models.contracts import Contract
 
 class Recommendation(models.Model):
     """A better commitment, quota or plan, with its evidence. Accepting one records a request
-    for an operator; applying it writes the amendment (loans.services.amendments)."""
+    for an operator; applying it writes the amendment (loans.services.ledger.amendments)."""
 
     class Kind(models.TextChoices):
         COMMITMENT = "commitment", _("commitment")

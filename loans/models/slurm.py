@@ -1,4 +1,4 @@
-"""What gpuloans changed in Slurm's limits (loans.services.slurm_limits): one row a change."""
+"""What gpuloans changed in Slurm's limits (loans.schedulers.slurm.limits): one row a change."""
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _

@@ -24,7 +24,7 @@ from django.utils.translation import gettext_noop
 from core.wording import Wording, worded
 from loans.maths.capacity import Guarantee, guaranteed_by_hour, guaranteed_gpus, peak
 from loans.models import BurstEvent, BurstRequest, Contract
-from loans.services.notify import notify_later
+from loans.services.alerts.notify import notify_later
 from metering.usage import fleet
 
 MAX_GPUS = 100_000  # what one request may ask for, a sanity bound for forms and the API

@@ -1,7 +1,7 @@
 """A contract's statements as a finance team loads them: every statement with its lines and the
 terms it was priced with, and one row per charge for CSV (the same charges in the FinOps FOCUS
 1.2 columns: loans.services.focus). Every figure comes from the stored statements, correction
-and sharing lines (loans.services.ledger reads them); nothing is priced here."""
+and sharing lines (loans.services.ledger.read reads them); nothing is priced here."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from loans.maths import billing
 from loans.models import Contract, CorrectionLine, SharingLine, Statement
-from loans.services.ledger import Ledger
+from loans.services.ledger.read import Ledger
 
 ZERO = Decimal(0)
 UNIT = "GPU-Hours"

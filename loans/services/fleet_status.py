@@ -12,7 +12,8 @@ from loans.maths.figures import PeriodGlance
 from loans.maths.sharing import Shared
 from loans.models import Alert, Contract, Plan
 from loans.models.contracts import with_amendments
-from loans.services import bills, bursts, dashboard, pooled
+from loans.services import bursts
+from loans.services.ledger import bills, dashboard, pooled
 from metering.usage import floor_hour
 
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 from loans.maths import billing
 from loans.models import Contract, CorrectionLine, SharingLine, Statement
 from loans.services.exports import UNIT, Line, lines
-from loans.services.ledger import Ledger
+from loans.services.ledger.read import Ledger
 
 ZERO = Decimal(0)
 

@@ -19,9 +19,9 @@ from django.utils.translation import gettext_lazy
 
 from loans.access import is_lead, is_operator, tenant_for_user
 from loans.models import Contract
-from loans.services import dashboard
-from loans.services.first_commitment import NoOnDemandPrice, advise, slurm_history
-from loans.services.history import HistoryError, read_history
+from loans.services.advice.first_commitment import NoOnDemandPrice, advise, slurm_history
+from loans.services.advice.history import HistoryError, read_history
+from loans.services.ledger import dashboard
 from loans.web.views import operator_required
 from metering.usage import slurm
 

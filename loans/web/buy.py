@@ -1,5 +1,5 @@
 """Buy vs loan: a lead compares buying GPUs with their contract or a catalogue plan, on their
-measured usage where there is some. The form and the figures are loans.services.buy's,
+measured usage where there is some. The form and the figures are loans.services.advice.buy's,
 shared with the API."""
 
 from django.contrib.auth.decorators import login_required
@@ -8,8 +8,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from loans.access import tenant_for_user
-from loans.services import charts
-from loans.services.buy import (
+from loans.services.advice.buy import (
     BuyForm,
     contract_of,
     evaluate,
@@ -17,6 +16,7 @@ from loans.services.buy import (
     measured_utilisation,
     with_defaults,
 )
+from loans.web import charts
 
 
 @login_required

@@ -18,8 +18,10 @@ from core import spreadsheet
 from loans.maths import admission
 from loans.maths.billing import minor_unit
 from loans.models import Alert, policies_of
-from loans.services import charts, pooled, what_if
 from loans.services import fleet_status as fleet
+from loans.services.advice import what_if
+from loans.services.ledger import pooled
+from loans.web import charts
 from loans.web.views import check_rows, operator_required
 from metering.usage import fleet as metering_fleet
 from metering.usage import slurm as metering_slurm

@@ -13,7 +13,8 @@ from django.views.decorators.http import require_POST
 
 from loans.access import Refused, require, tenant_contract_for_user
 from loans.models import OveragePolicy
-from loans.services import alerts, overage
+from loans.services.alerts import conditions as alerts
+from loans.services.ledger import overage
 
 CARD = "overage"  # messages tagged so show in the overage card
 

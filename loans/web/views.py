@@ -41,7 +41,9 @@ from loans.models import (
     Recommendation,
     Tenant,
 )
-from loans.services import bills, charts, dashboard, ledger, overage, pooled, verdict
+from loans.services.ledger import bills, dashboard, overage, pooled
+from loans.services.ledger import read as ledger
+from loans.web import charts, verdict
 from loans.web.bursts import form_for as burst_form_for
 from loans.web.bursts import queue_places
 from metering.usage import slurm as metering_slurm
@@ -196,7 +198,7 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
 def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
     """The contract so far: its periods' hours, with the unused hours of ended periods apart
     from those the open period still has, the commitment of the whole term beside the one to
-    date, and its money as billed (loans.services.bills.whole: statements, fee included,
+    date, and its money as billed (loans.services.ledger.bills.whole: statements, fee included,
     pending corrections and what is not stated yet)."""
     rows = book.entries
     money = bills.whole(book)
@@ -394,7 +396,7 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
     fixed = spreadsheet.fixed
     for row in ledger.read(contract, timezone.now()).entries:
         # The period as the table shows it: its statement once stated, else what closing
-        # it now would bill (loans.services.bills).
+        # it now would bill (loans.services.ledger.bills).
         bill, currency = bills.of_entry(row), row.terms.currency
         places = -billing.minor_unit(currency).as_tuple().exponent
         writer.writerow([

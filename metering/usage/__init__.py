@@ -119,7 +119,7 @@ def tenant_hours(tenant_id: int | None, start: datetime, end: datetime) -> list[
 def daily_allocated(start: datetime, end: datetime) -> dict[int, list[float]]:
     """Each tenant's allocated GPU-hours in each UTC day from `start` to `end` (midnights),
     oldest first, zeros where it held nothing; tenants that held nothing then left out (the
-    burn-down's band is pooled from them: loans.services.forecasting)."""
+    burn-down's band is pooled from them: loans.services.ledger.forecasting)."""
     days = int((end - start) / timedelta(days=1))
     out: dict[int, list[float]] = {}
     rows = (TenantHour.objects.filter(tenant__isnull=False, hour__gte=start, hour__lt=end)

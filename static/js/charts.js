@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   // Plotly's toolbar sits top right, beside titles that start on the left (the figures'
-  // layout, loans.services.charts); a phone (no pointer to hover with) gets no toolbar at all.
+  // layout, loans.web.charts); a phone (no pointer to hover with) gets no toolbar at all.
   var phone = window.matchMedia("(max-width: 600px)").matches;
   var config = { displaylogo: false, responsive: true, displayModeBar: phone ? false : "hover" };
 

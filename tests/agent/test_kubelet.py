@@ -15,7 +15,7 @@ from agent.holders import HolderError, Holders
 from agent.holders.kubelet import KubeletSource
 from agent.holders.stand_in import Assignment, Node, serve
 from agent.readings import Process, Reading
-from loans.services import alerts
+from loans.services.alerts import conditions as alerts
 from metering.models import AttributionRule, Cluster, GpuHour
 from metering.models import Node as MeterNode
 from tests.agent.holding import HOUR, IdleCollector, agent, poll_hour, usage_hour

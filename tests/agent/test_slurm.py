@@ -13,7 +13,7 @@ from agent.holders import HolderError, Holders
 from agent.holders.slurm import SlurmSource, expand_hostlist, indices, jobs_on, slurm_slots
 from agent.holders.slurm_records import SlurmRecordsSource
 from agent.readings import Process, Reading
-from loans.services import alerts
+from loans.services.alerts import conditions as alerts
 from metering.models import AttributionRule, Cluster
 from metering.models import Node as MeterNode
 from tests.agent.holding import HOUR, IdleCollector, agent, poll_hour, usage_hour

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from loans.models import Contract
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from metering.models import Node
 from tests.conftest import PASSWORD
 from tests.story import NOW

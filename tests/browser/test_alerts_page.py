@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from core.wording import worded
 from loans.models import Alert
-from loans.services.alerts import evaluate_alerts
+from loans.services.alerts.conditions import evaluate_alerts
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.story import NOW
 

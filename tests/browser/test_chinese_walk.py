@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 
 from loans.models import Plan, SharingGroup, Tenant
-from loans.services import bursts, sharing
-from loans.services.advice import refresh_recommendations
-from loans.services.alerts import evaluate_alerts
-from loans.services.closing import close_due_periods
+from loans.services import bursts
+from loans.services.advice.standalone import refresh_recommendations
+from loans.services.alerts.conditions import evaluate_alerts
+from loans.services.ledger import sharing
+from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, Node
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.loans.test_bursts import pool  # noqa: F401

@@ -8,8 +8,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from loans.models import BurstRequest, Contract
-from loans.services import ledger
-from loans.services.closing import close_due_periods
+from loans.services.ledger import read as ledger
+from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, GpuHour
 from tests.conftest import PASSWORD
 from tests.loans.test_bursts import pool  # noqa: F401

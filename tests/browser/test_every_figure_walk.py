@@ -2,7 +2,7 @@
 operator: every period, the whole contract and the fleet page. Each money and GPU-hour figure
 shown (cards, verdict, periods table, statements, fleet rows) is compared with the statements
 API, the burn-down API and the CSVs, after rounding to the precision shown: one figure, one
-value (DESIGN "Every surface reads the ledger"). Before loans.services.bills, vision's stated
+value (DESIGN "Every surface reads the ledger"). Before loans.services.ledger.bills, vision's stated
 period 1 card said 97,596.00 where its statement billed 92,145.00."""
 
 import csv

@@ -6,9 +6,9 @@ from datetime import date, timedelta
 import pytest
 
 from loans.models import Contract, SharingGroup
-from loans.services import sharing
-from loans.services.alerts import evaluate_alerts
-from loans.services.closing import close_due_periods
+from loans.services.alerts.conditions import evaluate_alerts
+from loans.services.ledger import sharing
+from loans.services.ledger.closing import close_due_periods
 from tests.browser.test_dashboard_in_a_browser import log_in
 from tests.story import NOW
 

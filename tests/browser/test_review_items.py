@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from loans.demo import DEMO_PASSWORD
 from loans.models import Contract
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from tests.browser.test_dashboard_in_a_browser import ask_backwards, log_in
 from tests.browser.test_first_commitment_page import send_gappy_history
 from tests.browser.test_phone import PHONE

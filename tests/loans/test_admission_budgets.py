@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans.maths import admission, billing
-from loans.services.admission import Account, Qos, Wanted, plan
+from loans.schedulers.slurm.budgets import Account, Qos, Wanted, plan
 from tests.tiers import examples
 
 CURRENCIES = ("CNY", "JPY", "KWD", "USD")

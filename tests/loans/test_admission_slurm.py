@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from loans.maths import admission
 from loans.models import Contract, OveragePolicy, Plan, SlurmLimitChange
-from loans.services.slurm_commands import Change
-from loans.services.slurm_limits import apply_limits
+from loans.schedulers.slurm.commands import Change
+from loans.schedulers.slurm.limits import apply_limits
 from metering.models import AttributionRule, Cluster
 
 COMMIT, OVERAGE = "gpuloans-commit-team-a", "gpuloans-overage-team-a"

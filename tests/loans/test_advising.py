@@ -7,15 +7,16 @@ import pytest
 from django.core.management import call_command
 
 from loans.models import Contract, Plan, Recommendation, SharingGroup
-from loans.services import pooled_advice, sharing
-from loans.services.advice import (
+from loans.services.advice import pooled as pooled_advice
+from loans.services.advice.standalone import (
     History,
     period_hours_of,
     plan_draft,
     refresh_recommendations,
     same_advice,
 )
-from loans.services.amendments import amend
+from loans.services.ledger import sharing
+from loans.services.ledger.amendments import amend
 from loans.tasks import recommend
 from tests.story import NOW
 
@@ -177,7 +178,7 @@ def test_the_same_usage_gets_the_same_commitment_in_february_and_march(contract,
     March's (744 h) for the same flat usage."""
     from datetime import UTC, datetime
 
-    from loans.services import advice
+    from loans.services.advice import standalone as advice
 
     seen = []
     monkeypatch.setattr(advice, "commitment_draft",
@@ -225,7 +226,7 @@ def test_a_plan_switch_counts_upfront_fees_and_never_drops_the_guarantee_used(co
 
 
 def test_the_page_compares_the_plans_as_they_were_priced(client, lead, contract):
-    from loans.services.advice import refresh_contract
+    from loans.services.advice.standalone import refresh_contract
 
     offered("No guarantee", base=0, fee="0", term=12)
     offered("Fair", base=4, fee="36000", term=12)
@@ -248,7 +249,7 @@ def test_the_page_compares_the_plans_as_they_were_priced(client, lead, contract)
 
 def test_the_comparison_says_when_the_current_terms_guarantee_too_little(client, lead,
                                                                          contract):
-    from loans.services.advice import refresh_contract
+    from loans.services.advice.standalone import refresh_contract
 
     offered("Big", base=10, fee="0", term=12, committed=7000)
     refresh_contract(contract, [plan_draft(contract, flat(10.0), 730, NOW)], NOW)
@@ -284,7 +285,7 @@ def test_bursts_that_waited_or_were_refused_are_the_pressure_the_scale_rule_read
     from datetime import timedelta
 
     from loans.models import BurstRequest
-    from loans.services.advice import pressed_bursts
+    from loans.services.advice.standalone import pressed_bursts
 
     def burst(gpus, state, waited):
         return BurstRequest.objects.create(
@@ -301,7 +302,7 @@ def test_bursts_that_waited_or_were_refused_are_the_pressure_the_scale_rule_read
 def test_a_commitment_changed_now_is_held_for_the_rest_of_the_term_or_the_next(contract):
     from datetime import timedelta
 
-    from loans.services.advice import periods_ahead
+    from loans.services.advice.standalone import periods_ahead
 
     assert periods_ahead(contract, NOW) == (10, False)  # period 2 of 12; from period 3 on
     last = contract.periods()[-1]

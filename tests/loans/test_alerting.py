@@ -16,8 +16,8 @@ from django.db import connection
 
 from config.celery import app
 from loans.models import Alert, Amendment, Contract, OveragePolicy, Plan, SharingGroup, Tenant
-from loans.services import sharing
-from loans.services.alerts import evaluate_alerts
+from loans.services.alerts.conditions import evaluate_alerts
+from loans.services.ledger import sharing
 from loans.tasks import check_alerts
 from metering.models import Gpu, Node
 from tests.ledger import attribute, meter, node

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from loans.models import ApiToken, Contract, Plan, Tenant
-from loans.services.amendments import amend
+from loans.services.ledger.amendments import amend
 from metering.models import AttributionRule, Gpu, Node, UsageSample
 from metering.usage import floor_hour, rebuild_rollups
 

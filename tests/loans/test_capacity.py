@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from loans.maths import capacity
 from loans.models import BurstRequest, Contract, Plan
-from loans.services import bursts, manifests
-from loans.services.amendments import terminate
+from loans.schedulers.kubernetes import manifests
+from loans.services import bursts
+from loans.services.ledger.amendments import terminate
 from metering.models import AttributionRule, Gpu, Node
 from tests.loans.test_bursts import act, ask
 from tests.metering.test_ingest_api import post, sample

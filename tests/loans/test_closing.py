@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 
 from loans.models import Statement
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from loans.tasks import close_periods
 from metering.models import Gpu, GpuHour
 from tests.story import GPUS, NOW, held, story_hours, util

@@ -11,7 +11,7 @@ from django.core.cache import cache
 
 from loans.maths.figures import period_figures
 from loans.models import Contract, Statement
-from loans.services import bills
+from loans.services.ledger import bills
 from tests.story import GPUS, NOW, START, expected_hours, held, story_hours, util
 
 

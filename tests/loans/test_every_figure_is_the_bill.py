@@ -1,7 +1,7 @@
 """Every figure a lead reads is the bill (DESIGN "Every surface reads the ledger"): the cards,
 the periods table and its CSV, the burn-down API, the fleet's rows and the alerts price a
 period as its statement bills it, sharing and the upfront fee included. Each test failed on
-the code before loans.services.bills, which priced hours at the terms alone.
+the code before loans.services.ledger.bills, which priced hours at the terms alone.
 
 The story: vision commits 100 GPU-h at 10.00 (overage 12.00) with an upfront fee of 500.00;
 nlp commits 600 GPU-h at 5.00 and uses none; they share a group from January."""
@@ -21,8 +21,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from loans.models import Alert, Contract, Membership, OveragePolicy, Statement
-from loans.services import bills, ledger
-from loans.services.alerts import evaluate_alerts
+from loans.services.alerts.conditions import evaluate_alerts
+from loans.services.ledger import bills
+from loans.services.ledger import read as ledger
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.conftest import make_user

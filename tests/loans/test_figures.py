@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from loans.maths.billing import Period, Terms
 from loans.maths.figures import HourUsage, period_figures
-from loans.services import charts
+from loans.web import charts
 from metering.usage import GpuDay
 from tests.tiers import examples
 

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loans.models import Plan
-from loans.services.history import HistoryError, read_history
+from loans.services.advice.history import HistoryError, read_history
 from tests.conftest import make_user
 from tests.tiers import examples
 

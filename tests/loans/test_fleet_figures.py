@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loans.models import Contract, Plan, Tenant
-from loans.services import dashboard, ledger
 from loans.services.fleet_status import contract_statuses
+from loans.services.ledger import dashboard
+from loans.services.ledger import read as ledger
 from metering.models import TenantHour
 from tests.ledger import midnight, months_later
 from tests.tiers import examples

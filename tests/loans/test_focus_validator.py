@@ -37,8 +37,10 @@ from hypothesis import strategies as st
 
 from loans.api.ledger import FocusCSVRenderer
 from loans.models import Contract, Membership, Plan, SharingGroup, Tenant
-from loans.services import amendments, focus, ledger, sharing
-from loans.services.closing import close_due_periods
+from loans.services import focus
+from loans.services.ledger import amendments, sharing
+from loans.services.ledger import read as ledger
+from loans.services.ledger.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.conftest import make_user

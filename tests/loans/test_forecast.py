@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from loans.maths import forecast
 from loans.models import Tenant
-from loans.services.forecasting import fleet_prior
+from loans.services.ledger.forecasting import fleet_prior
 from metering.models import TenantHour
 from tests.tiers import examples
 

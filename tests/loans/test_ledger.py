@@ -12,9 +12,9 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
 
 from loans.models import Amendment, Contract, Plan, Recommendation, Statement
-from loans.services import ledger
-from loans.services.amendments import amend, apply_recommendation, terminate
-from loans.services.closing import close_due_periods
+from loans.services.ledger import read as ledger
+from loans.services.ledger.amendments import amend, apply_recommendation, terminate
+from loans.services.ledger.closing import close_due_periods
 from metering.models import TenantHour
 from metering.retention import purge_raw_samples
 from metering.usage import rebuild_rollups

@@ -24,8 +24,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from loans.models import Contract, CorrectionLine, Plan, Statement, Tenant
-from loans.services.amendments import amend, terminate
-from loans.services.closing import close_due_periods
+from loans.services.ledger.amendments import amend, terminate
+from loans.services.ledger.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from metering.services import reattribute

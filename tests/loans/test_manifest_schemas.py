@@ -19,7 +19,8 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from loans.models import BurstRequest, OveragePolicy
-from loans.services import ledger, manifests
+from loans.schedulers.kubernetes import manifests
+from loans.services.ledger import read as ledger
 from metering.models import AttributionRule, Cluster
 
 SCHEMAS = Path(__file__).with_name("schemas")

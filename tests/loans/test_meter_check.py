@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 
 from loans.models import Alert
-from loans.services import alerts
+from loans.services.alerts import conditions as alerts
 from metering.models import AttributionRule, Cluster, Gpu, GpuHour, Node
 from metering.schedulers.slurm.accounting import import_jobs
 from metering.schedulers.slurm.sacct import Job

@@ -248,7 +248,7 @@ def test_chinese_pages_say_terms_figures_and_generated_reasons_in_chinese(client
     ASCII colons, amendment figures as "4000.00 → 5000.00", and an applied recommendation's
     reason in the English it was written in."""
     from loans.models import Recommendation
-    from loans.services.amendments import apply_recommendation
+    from loans.services.ledger.amendments import apply_recommendation
 
     rec = Recommendation.objects.create(
         contract=contract, kind="commitment", current="1000", recommended="4000", message="m",

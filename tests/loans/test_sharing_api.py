@@ -12,7 +12,7 @@ import time_machine
 from django.utils import timezone
 
 from loans.models import Contract, Plan, SharingGroup, SharingMember, Statement, Tenant
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from tests.ledger import GRACE, JAN, attribute, long_retention, meter, node  # noqa: F401
 
 D = Decimal

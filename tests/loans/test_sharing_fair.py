@@ -23,8 +23,9 @@ from loans.models import (
     Statement,
     Tenant,
 )
-from loans.services import sharing, what_if
-from loans.services.closing import close_due_periods
+from loans.services.advice import what_if
+from loans.services.ledger import sharing
+from loans.services.ledger.closing import close_due_periods
 from tests.conftest import make_user
 from tests.ledger import FEB, GRACE, JAN, MAR, attribute, long_retention, meter  # noqa: F401
 

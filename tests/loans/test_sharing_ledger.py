@@ -41,8 +41,8 @@ from loans.models import (
     Statement,
     Tenant,
 )
-from loans.services import sharing
-from loans.services.closing import close_due_periods
+from loans.services.ledger import sharing
+from loans.services.ledger.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.ledger import HOUR, attribute, meter, midnight, months_later, node

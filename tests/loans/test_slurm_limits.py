@@ -12,8 +12,8 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from loans.models import BurstRequest, Contract, Plan, SlurmAccountHold, SlurmLimitChange
-from loans.services.amendments import amend
-from loans.services.slurm_limits import Carried, Held, Wanted, apply_limits, plan
+from loans.schedulers.slurm.limits import Carried, Held, Wanted, apply_limits, plan
+from loans.services.ledger.amendments import amend
 from metering.models import AttributionRule, Cluster
 
 

@@ -11,8 +11,8 @@ import time_machine
 
 from loans.api.ledger import FocusCSVRenderer
 from loans.models import Amendment, Contract, Plan
-from loans.services.closing import close_due_periods
 from loans.services.focus import FOCUS_COLUMNS
+from loans.services.ledger.closing import close_due_periods
 from tests.ledger import (
     FEB,
     GRACE,

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from loans.models import Contract, Plan, Tenant
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from tests.ledger import FEB, GRACE, JAN, MAR, attribute, long_retention, meter  # noqa: F401
 
 D = Decimal

@@ -10,7 +10,7 @@ import time_machine
 from django.utils import timezone
 
 from loans.models import Alert
-from loans.services.alerts import evaluate_alerts
+from loans.services.alerts.conditions import evaluate_alerts
 from metering.intake.ingest import forget_gpus
 from metering.models import (
     TENURE_START,

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from loans.models import Alert
-from loans.services.alerts import evaluate_alerts
+from loans.services.alerts.conditions import evaluate_alerts
 from metering.intake.ingest import forget_gpus
 from metering.models import Cluster, DeviceRefusal, Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import fleet

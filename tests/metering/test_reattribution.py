@@ -10,7 +10,7 @@ import time_machine
 from django.core.exceptions import ValidationError
 
 from loans.models import Contract, CorrectionLine, Plan
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 from metering.intake import protocol
 from metering.intake.ingest import ingest
 from metering.models import RawHorizon, Reattribution, TenantHour

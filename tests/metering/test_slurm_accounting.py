@@ -78,7 +78,7 @@ def test_a_count_that_is_no_number_of_gpus_is_refused_with_it(tres):
 def test_the_one_reader_is_what_the_advices_history_reads():
     """The advice's sacct upload and the importer read AllocTRES alike: typed counts summed
     where no total is listed (the history took the first typed count: 1 GPU of 3)."""
-    from loans.services.history import read_history
+    from loans.services.advice.history import read_history
 
     text = ("JobID|Account|User|Start|End|AllocTRES\n"
             "1|a|u|2026-11-01T00:00:00|2026-11-01T02:00:00|cpu=4,gres/gpu:a100=1,gres/gpu:h100=2\n")

@@ -24,7 +24,7 @@ from core.clientip import client_ip
 from loans.access import OPERATORS
 from loans.models import Amendment, Contract, Plan, Tenant
 from loans.models.fields import validate_webhook_url
-from loans.services import webhooks
+from loans.services.alerts import webhooks
 from metering.models import Node
 from tests.conftest import PASSWORD, make_user
 

@@ -9,14 +9,14 @@ from django.utils import timezone
 
 from core.admin_figures import written
 from loans.models import Tenant
-from loans.services.first_commitment import (
+from loans.services.advice.first_commitment import (
     FirstAdvice,
     NoOnDemandPrice,
     Option,
     advise,
     slurm_history,
 )
-from loans.services.history import HistoryError, read_history
+from loans.services.advice.history import HistoryError, read_history
 
 MAX_BYTES = 64 * 1024 * 1024
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from loans.services.slurm_limits import LimitsError, apply_limits
+from loans.schedulers.slurm.limits import LimitsError, apply_limits
 from metering.usage.slurm import find_slurm_cluster
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from loans.services.alerts import evaluate_alerts
+from loans.services.alerts.conditions import evaluate_alerts
 
 
 class Command(BaseCommand):

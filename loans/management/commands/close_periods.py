@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from loans.services.closing import close_due_periods
+from loans.services.ledger.closing import close_due_periods
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from loans.models import Tenant
-from loans.services.manifests import all_manifests
+from loans.schedulers.kubernetes.manifests import all_manifests
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.utils import timezone
 
-from loans.services.advice import refresh_recommendations
+from loans.services.advice.standalone import refresh_recommendations
 
 
 class Command(BaseCommand):

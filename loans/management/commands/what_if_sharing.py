@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from loans.maths.billing import money
 from loans.models import Contract
-from loans.services.what_if import MAX_PERIODS, what_if
+from loans.services.advice.what_if import MAX_PERIODS, what_if
 
 
 def contract_ids(text: str) -> list[int]:

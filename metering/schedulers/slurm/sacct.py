@@ -4,7 +4,7 @@ Account, User, Start, End, AllocTRES and State; times asked for in UTC. A job's 
 from its AllocTRES (gres/gpu, or the sum of its typed counts), and a job's GPU-seconds are
 spread over the UTC hours it ran (spread_seconds). Pure: text in, jobs and hours out. The
 importer (metering.schedulers.slurm.accounting) and the advice's history reader
-(loans.services.history) both read through here."""
+(loans.services.advice.history) both read through here."""
 
 import json
 import os

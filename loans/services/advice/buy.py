@@ -11,7 +11,7 @@ from django.utils.translation import gettext_lazy
 
 from loans.maths import buyvsloan
 from loans.models import Contract, Plan, Tenant
-from loans.services import dashboard
+from loans.services.ledger import dashboard
 from metering import usage
 
 LOOKBACK = timedelta(days=90)

@@ -2,7 +2,8 @@
 the tenant's namespace and a Kueue ClusterQueue, both holding the one quota every scheduler
 carries (bursts.effective_quota: the base plus the bursts granted now, never past the cap; the
 ClusterQueue borrows nothing from its cohort, since room above the base is granted as a burst),
-the ClusterQueue held while the contract's overage policy holds it (loans.services.overage)."""
+the ClusterQueue held while the contract's overage policy holds it
+(loans.services.ledger.overage)."""
 
 from datetime import datetime
 
@@ -11,7 +12,8 @@ from django.utils.text import slugify
 
 from loans.maths import admission
 from loans.models import Contract, Tenant, policy_of
-from loans.services import bursts, overage
+from loans.services import bursts
+from loans.services.ledger import overage
 from metering.usage import fleet
 
 COHORT = "gpuloans"

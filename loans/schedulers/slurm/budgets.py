@@ -1,7 +1,7 @@
 """Admission from the ledger on Slurm: each account's period commitment, and what its overage
 policy allows past it, as GPU-minute budgets Slurm enforces itself (DESIGN.md, "Admission from
 the ledger"). Run by apply_quotas --slurm with SLURM_ADMISSION on, beside the quota limits
-(loans.services.slurm_limits).
+(loans.schedulers.slurm.limits).
 
 Per account of a tenant with a contract running:
 
@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 
 from loans.maths import admission
 from loans.models import policy_of
-from loans.services.slurm_commands import Change, Run, accounts_at, run_slurm, sacctmgr, slurm
+from loans.schedulers.slurm.commands import Change, Run, accounts_at, run_slurm, sacctmgr, slurm
 from metering.schedulers.slurm.sacct import gpu_count
 
 COMMIT = "gpuloans-commit-"

@@ -13,8 +13,8 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.models import Alert, Contract, Tenant, policy_of
-from loans.services import bills, dashboard, pooled
-from loans.services.notify import notify_alert
+from loans.services.alerts.notify import notify_alert
+from loans.services.ledger import bills, dashboard, pooled
 from metering.usage import fleet, floor_hour, slurm
 
 THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crossed is open
@@ -38,7 +38,7 @@ def _money(value: Decimal) -> str:
 
 # The commitment-used alert by overage policy and stage (80%: near, 100%: spent): from 80%
 # it says what the scheduler will do once the commitment is spent, at 100% what it does now
-# (loans.services.admission, loans.services.manifests).
+# (loans.schedulers.slurm.budgets, loans.schedulers.kubernetes.manifests).
 COMMITMENT_USED = {
     ("allow", "early"): gettext_noop(
         "%(tenant)s has used %(used).0f%% of the %(committed)s GPU-h committed for "
@@ -109,7 +109,7 @@ def contract_conditions(contract: Contract, now: datetime,
                         pools: list[pooled.Pool] | None = None) -> list[Condition]:
     """Commitment used, projected overage or unused, completeness: for the period running
     (with no commitment, C = 0: projected overage and completeness). The money is the
-    period's projected bill (loans.services.bills): in a sharing group (`pools`: every
+    period's projected bill (loans.services.ledger.bills): in a sharing group (`pools`: every
     group's now, where the caller read them), after sharing."""
     period = contract.period_at(now)
     if period is None:

@@ -156,8 +156,9 @@ def whole(book) -> Whole:
 
 def projected(contract_id: int, terms: Terms, period, used: Decimal, pool) -> Bill:
     """An open period's end priced as its statement would bill it: `used` GPU-hours (the
-    forecast's); in a sharing group (`pool`, loans.services.pooled's pool of the period), with
-    the sharing run on every member's projected usage, this member's as the pool reads it."""
+    forecast's); in a sharing group (`pool`, loans.services.ledger.pooled's pool of the
+    period), with the sharing run on every member's projected usage, this member's as the pool
+    reads it."""
     first = period.index == 0
     if pool is not None:
         glance = next((g for c, g in pool.members if c.pk == contract_id), None)

@@ -15,7 +15,8 @@ from loans.maths.burndown import TRAILING_WINDOW, trailing_window
 from loans.maths.figures import PeriodFigures, PeriodGlance, period_figures, period_glance
 from loans.maths.forecast import CALIBRATION
 from loans.models import Contract, Tenant
-from loans.services import forecasting, ledger
+from loans.services.ledger import forecasting
+from loans.services.ledger import read as ledger
 from metering import usage
 
 
@@ -87,6 +88,15 @@ class PeriodChoiceError(ValueError):
 
 
 WHOLE_CONTRACT = "all"
+
+
+def started_period(contract: Contract, value: str | None, now: datetime) -> billing.Period:
+    """The started period a `period` parameter names (pick_period without "all"); a contract
+    whose first period has not begun answers PeriodChoiceError too."""
+    period = pick_period(contract, value, now)
+    if period is None:
+        raise PeriodChoiceError(_("This contract's first period has not started yet."))
+    return period
 
 
 def pick_period(

@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from loans.maths import admission, billing
 from loans.models import Contract, OveragePolicy
-from loans.services import ledger
+from loans.services.ledger import read as ledger
 
 
 @dataclass(frozen=True)

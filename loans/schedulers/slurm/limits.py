@@ -23,9 +23,8 @@ from datetime import datetime
 from django.conf import settings
 
 from loans.models import SlurmAccountHold, SlurmLimitChange
-from loans.services import admission as budgets
-from loans.services import bursts
-from loans.services.slurm_commands import (
+from loans.schedulers.slurm import budgets
+from loans.schedulers.slurm.commands import (
     Change,
     LimitsError,
     Run,
@@ -34,6 +33,7 @@ from loans.services.slurm_commands import (
     sacctmgr,
     slurm,
 )
+from loans.services import bursts
 from metering.schedulers.slurm.sacct import gpu_count
 
 QOS_PREFIX = "gpuloans-burst-"  # what earlier versions gave a burst; taken back where found
@@ -171,7 +171,7 @@ def apply_limits(*, cluster_id: int, cluster_name: str, at: datetime, dry_run: b
                  run: Run = run_slurm, admission: bool | None = None) -> list[Change]:
     """Plan the changes and, unless `dry_run`, make them, logging each. With `admission`
     (SLURM_ADMISSION when None), the commitments and overage policies as GPU-minute budgets
-    too (loans.services.admission)."""
+    too (loans.schedulers.slurm.budgets)."""
     wants = wanted(cluster_id, at)
     if not wants:
         return []

@@ -21,7 +21,8 @@ from django.db import transaction
 
 from loans.maths import billing
 from loans.models import Contract, CorrectionLine, GroupStatement, SharingLine, Statement
-from loans.services import ledger, sharing
+from loans.services.ledger import read as ledger
+from loans.services.ledger import sharing
 from metering.usage import fleet
 
 COMPLETENESS = Decimal("0.0001")

@@ -19,10 +19,10 @@ from django.utils.translation import gettext as _
 from loans.maths import recommend
 from loans.maths.billing import Terms, money, period_cost
 from loans.models import Plan
-from loans.services.history import History, HistoryError
+from loans.services.advice.history import History, HistoryError
 from metering.usage import slurm
 
-PERIOD_HOURS = 730  # a month, as the advice reads periods (loans.services.advice)
+PERIOD_HOURS = 730  # a month, as the advice reads periods (loans.services.advice.standalone)
 DRAWS = 1000
 SEED = 20261201
 ON_DEMAND = "on demand"

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_noop
 from core.wording import worded
 from loans.maths import pooling, recommend
 from loans.models import Contract, SharingMember
-from loans.services import advice_drafts as drafts
+from loans.services.advice import drafts
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from loans.maths import billing
 from loans.maths.billing import Billed, Correction, PeriodCost, Terms
 from loans.maths.sharing import Shared
 from loans.models import Contract, CorrectionLine, SharingLine, Statement
-from loans.services import sharing
+from loans.services.ledger import sharing
 from metering import usage
 
 ZERO = Decimal(0)

@@ -15,8 +15,9 @@ from django.utils.translation import gettext_noop
 from core.wording import worded
 from loans.maths import quotas, recommend
 from loans.models import BurstRequest, Contract, Recommendation, SharingMember
-from loans.services import plan_advice, pooled_advice
-from loans.services.advice_drafts import (
+from loans.services.advice import plans as plan_advice
+from loans.services.advice import pooled as pooled_advice
+from loans.services.advice.drafts import (
     Draft,
     History,
     Kind,
@@ -191,7 +192,7 @@ def quota_drafts(contract: Contract, past: History, now: datetime,
 def plan_draft(contract: Contract, past: History, period_hours: int, now: datetime,
                term: recommend.TermAdvice | None = None) -> Draft | None:
     """Another plan of the catalogue, priced over the periods ahead on the demand model
-    (loans.services.plan_advice), read on the quota lookback's concurrent GPUs."""
+    (loans.services.advice.plans), read on the quota lookback's concurrent GPUs."""
     _months, renewal = periods_ahead(contract, now)
     if term is None:
         term = term_model(contract, past, period_hours, now)

@@ -1,6 +1,7 @@
 """What every piece of advice starts from: the draft a recommendation is written from, the
 tenant's hourly history, and the terms a change made now would replace. The standalone advice
-(loans.services.advice) and the pooled one (loans.services.pooled_advice) both read it."""
+(loans.services.advice.standalone) and the pooled one (loans.services.advice.pooled) both
+read it."""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta

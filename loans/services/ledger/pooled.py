@@ -12,7 +12,7 @@ from loans.maths import sharing as maths
 from loans.maths.billing import gpu_hours
 from loans.maths.figures import PeriodGlance
 from loans.models import Contract, SharingGroup, SharingMember
-from loans.services import dashboard, sharing
+from loans.services.ledger import dashboard, sharing
 
 ZERO = Decimal(0)
 

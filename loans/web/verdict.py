@@ -1,6 +1,6 @@
 """The verdict at the top of a lead's page: where the open period is heading in GPU-hours and
 money, what sharing covers, and the open recommendation with the largest expected saving, in
-one or two sentences from the figures the cards below show (loans.services.bills). A verdict
+one or two sentences from the figures the cards below show (loans.services.ledger.bills). A verdict
 rounds to whole GPU-hours and whole money units and says "about"; the cards keep the bill's
 precision."""
 
@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils.translation import gettext as _
 
-from loans.services.bills import Bill
+from loans.services.ledger.bills import Bill
 from loans.templatetags.gpuloans import figure
 
 

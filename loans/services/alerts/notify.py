@@ -13,8 +13,8 @@ from django.db import transaction
 from kombu.exceptions import OperationalError as BrokerError
 
 from loans.models import Alert, PendingTask
-from loans.services import webhooks
-from loans.services.webhooks import DeliveryError  # noqa: F401 - the tasks retry on it
+from loans.services.alerts import webhooks
+from loans.services.alerts.webhooks import DeliveryError  # noqa: F401 - the tasks retry on it
 
 log = logging.getLogger(__name__)
 SEND_EMAIL, DELIVER_WEBHOOK = "loans.tasks.send_email", "loans.tasks.deliver_webhook"

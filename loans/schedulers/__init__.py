@@ -1,0 +1,1 @@
+"""What gpuloans enforces on each scheduler, one folder a scheduler (slurm/, kubernetes/)."""
