@@ -1,10 +1,8 @@
 """The ledger over the API: a contract's statements (JSON, CSV, FOCUS), its amendments, its
 termination. Leads read their own tenant's; operators read every contract and write."""
 
-import io
 from dataclasses import replace
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -17,10 +15,10 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from core import spreadsheet
 from loans.access import contract_for_user, require
 from loans.models import Amendment, Contract
-from loans.services import exports, focus
+from loans.services import exports
+from loans.services.exports import statements
 from loans.services.ledger import amendments
 from loans.services.ledger import read as ledger
 
@@ -28,27 +26,20 @@ from loans.services.ledger import read as ledger
 class _CSV(BaseRenderer):
     """Rows under a header, as a spreadsheet reads them (`data` is {"columns", "rows"})."""
 
+    media_type = "text/csv"
     charset = "utf-8"
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        out = io.StringIO()
-        writer = spreadsheet.writer(out)
         if isinstance(data, dict) and "columns" in data:
-            writer.writerow(data["columns"])
-            writer.writerows(data["rows"])
-        return out.getvalue().encode()
+            return exports.csv_text(data).encode()
+        return b""
 
 
-class StatementsCSVRenderer(_CSV):
-    media_type = "text/csv"
-    format = "csv"
-
-
-class FocusCSVRenderer(_CSV):
-    """FinOps FOCUS 1.2 columns, one row per charge."""
-
-    media_type = "text/csv"
-    format = "focus"
+# `?format=` of the statements endpoint: each a format of loans.services.exports ("csv", the
+# first, is one row a statement line).
+CSV_FORMATS = {"csv": "statements", "focus": "focus"}
+CSV_RENDERERS = [type(f"{name.title()}CSVRenderer", (_CSV,), {"format": fmt})
+                 for fmt, name in CSV_FORMATS.items()]
 
 
 class ContractStatements(APIView):
@@ -56,11 +47,10 @@ class ContractStatements(APIView):
     corrections pending for the next one. `?format=csv`: one row per line; `?format=focus`:
     one row per charge in FinOps FOCUS 1.2 columns (docs/statements.md)."""
 
-    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, StatementsCSVRenderer,
-                        FocusCSVRenderer]
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, *CSV_RENDERERS]
 
     @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=["json", "csv", "focus"]),
+        parameters=[OpenApiParameter("format", str, enum=["json", *CSV_FORMATS]),
                     OpenApiParameter("period", int, description=(
                         "Only this period's (1 is the first): its statement, those that "
                         "corrected it and its pending correction"))],
@@ -72,26 +62,18 @@ class ContractStatements(APIView):
         number = request.query_params.get("period")
         if number not in (None, ""):
             book = _one_period(book, number)
-        fmt = request.accepted_renderer.format
-        if fmt == "csv":
-            data = {"columns": exports.CSV_COLUMNS, "rows": exports.csv_rows(book)}
-        elif fmt == "focus":
-            rows = focus.focus_rows(book, settings.INVOICE_ISSUER)
-            data = {"columns": focus.FOCUS_COLUMNS,
-                    "rows": [[row[c] for c in focus.FOCUS_COLUMNS] for row in rows]}
-        else:
-            return Response(exports.statements_json(book))
-        response = Response(data)
-        suffix = "focus" if fmt == "focus" else "statements"
+        name = CSV_FORMATS.get(request.accepted_renderer.format)
+        if name is None:
+            return Response(statements.as_json(book))
+        response = Response(exports.table(name, book))
         response["Content-Disposition"] = (
-            f'attachment; filename="{contract.tenant.slug}-contract-{contract.pk}-{suffix}.csv"')
+            f'attachment; filename="{exports.filename(contract, name)}"')
         return response
 
     def finalize_response(self, request: Request, response: Response, *args, **kwargs):
         """A refusal is JSON, whatever format was asked for."""
         renderer = getattr(request, "accepted_renderer", None)
-        if response.status_code >= 400 and renderer is not None and renderer.format in (
-                "csv", "focus"):
+        if response.status_code >= 400 and renderer is not None and renderer.format in CSV_FORMATS:
             request.accepted_renderer, request.accepted_media_type = (
                 JSONRenderer(), JSONRenderer.media_type)
         return super().finalize_response(request, response, *args, **kwargs)

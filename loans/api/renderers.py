@@ -1,11 +1,10 @@
-"""CSV for the usage API (`?format=csv`, or `Accept: text/csv`): the rows a spreadsheet reads.
-Refusals stay JSON (loans.api.views.TenantUsage.finalize_response)."""
-
-import io
+"""CSV for the usage API (`?format=csv`, or `Accept: text/csv`): the rows a spreadsheet reads,
+written by the exports' one CSV writer (loans.services.exports). Refusals stay JSON
+(loans.api.views.TenantUsage.finalize_response)."""
 
 from rest_framework.renderers import BaseRenderer
 
-from core import spreadsheet
+from loans.services import exports
 
 
 class UsageCSVRenderer(BaseRenderer):
@@ -15,8 +14,5 @@ class UsageCSVRenderer(BaseRenderer):
     COLUMNS = ("start", "allocated_gpu_hours", "busy_gpu_hours", "peak_gpus", "samples")
 
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        out = io.StringIO()
-        writer = spreadsheet.writer(out)
-        writer.writerow(self.COLUMNS)
-        writer.writerows([row[name] for name in self.COLUMNS] for row in data["rows"])
-        return out.getvalue().encode()
+        return exports.csv_text({"columns": self.COLUMNS, "rows": [
+            [row[name] for name in self.COLUMNS] for row in data["rows"]]}).encode()

@@ -21,7 +21,6 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from core import spreadsheet
 from loans.access import (
     Refused,
     is_lead,
@@ -31,7 +30,6 @@ from loans.access import (
     tenant_for_user,
     tenants_for,
 )
-from loans.maths import billing
 from loans.maths.billing import Period
 from loans.models import (
     Alert,
@@ -41,6 +39,8 @@ from loans.models import (
     Recommendation,
     Tenant,
 )
+from loans.services import exports
+from loans.services.exports import periods
 from loans.services.ledger import bills, dashboard, overage, pooled
 from loans.services.ledger import read as ledger
 from loans.web import charts, verdict
@@ -380,44 +380,10 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
     _contracts, contract = _contract(tenant, request)
     if contract is None:
         raise Http404(_("This tenant has no contract."))
-    zone = contract.zone
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
-        f'attachment; filename="{tenant.slug}-contract-{contract.pk}-periods.csv"')
-    writer = spreadsheet.writer(response)
-    writer.writerow([
-        "period", "start", "end", "state", "committed_gpu_hours", "allocated_gpu_hours",
-        "busy_gpu_hours", "corrected_gpu_hours", "past_commitment_gpu_hours",
-        "overage_gpu_hours", "borrowed_gpu_hours", "lent_gpu_hours", "unused_gpu_hours",
-        "committed_rate", "overage_rate", "committed_cost", "overage_cost", "sharing_cost",
-        "upfront_fee", "total_cost", "saving", "billed_so_far", "currency", "completeness",
-        "data_from",
-    ])
-    fixed = spreadsheet.fixed
-    for row in ledger.read(contract, timezone.now()).entries:
-        # The period as the table shows it: its statement once stated, else what closing
-        # it now would bill (loans.services.ledger.bills).
-        bill, currency = bills.of_entry(row), row.terms.currency
-        places = -billing.minor_unit(currency).as_tuple().exponent
-        writer.writerow([
-            row.period.index + 1, row.period.start.astimezone(zone).isoformat(),
-            row.period.end.astimezone(zone).isoformat(), CSV_STATES[row.state],
-            *(fixed(h, GPU_HOURS_PLACES) for h in (
-                bill.committed_gpu_hours, bill.used_gpu_hours, row.busy_gpu_hours,
-                row.corrected_gpu_hours, bill.past_commitment_gpu_hours,
-                bill.overage_gpu_hours, bill.borrowed_gpu_hours, bill.lent_gpu_hours,
-                bill.unused_gpu_hours)),
-            fixed(row.terms.committed_rate, RATE_PLACES),
-            fixed(row.terms.overage_rate, RATE_PLACES),
-            *(fixed(m, places) for m in (
-                bill.committed_cost, bill.overage_cost, bill.sharing_cost, bill.upfront_fee,
-                bill.total, bill.saving, row.billed_money)),
-            currency, "" if row.completeness is None else fixed(row.completeness, 3),
-            "" if row.data_from is None else row.data_from.astimezone(zone).isoformat(),
-        ])
+        f'attachment; filename="{exports.filename(contract, periods.NAME)}"')
+    exports.write_csv(exports.table(periods.NAME, ledger.read(contract, timezone.now())),
+                      response)
     return response
 
-
-# The periods export in the page's words and to the page's precision, one per column.
-CSV_STATES = {"closed": "stated", "ended": "awaiting statement", "open": "open"}
-GPU_HOURS_PLACES, RATE_PLACES = 1, 4

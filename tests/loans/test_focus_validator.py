@@ -35,9 +35,9 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loans.api.ledger import FocusCSVRenderer
 from loans.models import Contract, Membership, Plan, SharingGroup, Tenant
-from loans.services import focus
+from loans.services import exports
+from loans.services.exports import focus
 from loans.services.ledger import amendments, sharing
 from loans.services.ledger import read as ledger
 from loans.services.ledger.closing import close_due_periods
@@ -109,9 +109,9 @@ def export(contracts: list[Contract], at) -> tuple[list[dict], str]:
     for contract in contracts:
         contract.refresh_from_db()
         rows += focus.focus_rows(ledger.read(contract, at), "gpuloans")
-    data = {"columns": focus.FOCUS_COLUMNS,
-            "rows": [[row[c] for c in focus.FOCUS_COLUMNS] for row in rows]}
-    return rows, FocusCSVRenderer().render(data).decode()
+    data = {"columns": focus.COLUMNS,
+            "rows": [[row[c] for c in focus.COLUMNS] for row in rows]}
+    return rows, exports.csv_text(data)
 
 
 def validate(text: str, tmp_path: Path) -> set[str]:

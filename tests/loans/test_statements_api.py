@@ -9,9 +9,9 @@ from decimal import Decimal
 import pytest
 import time_machine
 
-from loans.api.ledger import FocusCSVRenderer
 from loans.models import Amendment, Contract, Plan
-from loans.services.focus import FOCUS_COLUMNS
+from loans.services import exports
+from loans.services.exports.focus import COLUMNS as FOCUS_COLUMNS
 from loans.services.ledger.closing import close_due_periods
 from tests.ledger import (
     FEB,
@@ -181,7 +181,7 @@ def test_an_operator_terminates_a_contract_at_the_end_of_its_current_period(
 def test_a_negative_amount_in_the_focus_export_is_a_number_not_text():
     data = {"columns": FOCUS_COLUMNS, "rows": [
         ["-600.00" if c in ("BilledCost", "EffectiveCost") else "" for c in FOCUS_COLUMNS]]}
-    [row] = csv.DictReader(io.StringIO(FocusCSVRenderer().render(data).decode()))
+    [row] = csv.DictReader(io.StringIO(exports.csv_text(data)))
     assert (row["BilledCost"], row["EffectiveCost"]) == ("-600.00", "-600.00")
     assert sum(D(row[c]) for c in ("BilledCost", "EffectiveCost")) == D("-1200.00")
 

@@ -1,74 +1,23 @@
 """A contract's statements as a finance team loads them: every statement with its lines and the
-terms it was priced with, and one row per charge for CSV (the same charges in the FinOps FOCUS
-1.2 columns: loans.services.focus). Every figure comes from the stored statements, correction
-and sharing lines (loans.services.ledger.read reads them); nothing is priced here."""
+terms it was priced with (JSON), and one row per line (the `statements` CSV; the same charges
+in the FinOps FOCUS 1.2 columns: loans.services.exports.focus). Every figure comes from the
+stored statements, correction and sharing lines (loans.services.ledger.read reads them);
+nothing is priced here."""
 
-from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
 from loans.maths import billing
-from loans.models import Contract, CorrectionLine, SharingLine, Statement
+from loans.models import Contract, Statement
+from loans.services.exports.lines import Line, lines
 from loans.services.ledger.read import Ledger
-
-ZERO = Decimal(0)
-UNIT = "GPU-Hours"
-
-
-@dataclass(frozen=True)
-class Line:
-    """One charge of a statement: the commitment, the overage, or a correction of an earlier
-    period. rate x gpu_hours, rounded to the cent, is the amount (a correction prints the
-    overage billed before and after; its amount is their difference)."""
-
-    statement: Statement
-    kind: str  # "upfront_fee", "commitment", "overage", "borrowed", "lent", "correction"
-    gpu_hours: Decimal
-    rate: Decimal
-    amount: Decimal  # a lent line's is a credit: negative
-    corrects: CorrectionLine | None = None
-    shares: SharingLine | None = None
-
-    @property
-    def charge_period(self) -> billing.Period:
-        """The period the charge is for: its own, or the one a correction corrects."""
-        if self.corrects is not None:
-            return self.corrects.corrected.period
-        return self.statement.period
-
-
-def lines(statement: Statement) -> list[Line]:
-    """The statement's lines, each amount as its currency writes it (the columns keep more
-    places than any currency's minor unit)."""
-    def amount(value: Decimal) -> Decimal:
-        return billing.money(value, statement.currency)
-
-    out = []
-    if statement.upfront_fee:  # the contract's one-time fee, on its first statement
-        fee = amount(statement.upfront_fee)
-        out.append(Line(statement, "upfront_fee", Decimal(1), fee, fee))
-    if statement.kind == Statement.Kind.PERIOD:
-        out += [Line(statement, "commitment", statement.committed_gpu_hours,
-                     statement.committed_rate, amount(statement.committed_cost)),
-                Line(statement, "overage", statement.overage_gpu_hours, statement.overage_rate,
-                     amount(statement.overage_cost))]
-        # In a sharing group: committed GPU-hours borrowed (at the lender's committed rate)
-        # and lent (credited at this contract's).
-        out += [Line(statement, x.kind, x.gpu_hours, x.rate, amount(x.signed_amount),
-                     shares=x) for x in statement.shared_lines]
-    # A correction prices the change in overage (hours that stay under the commitment cost
-    # nothing): rate x those GPU-hours is its amount, up to the rounding of each side.
-    out += [Line(statement, "correction", c.overage_change_gpu_hours, c.overage_rate,
-                 amount(c.amount), c)
-            for c in statement.corrections.all()]
-    return out
 
 
 def _iso(moment: datetime, contract: Contract) -> str:
     return moment.astimezone(contract.zone).isoformat()
 
 
-def statements_json(book: Ledger) -> dict:
+def as_json(book: Ledger) -> dict:
     contract = book.contract
     terms = {e.period.index: e.terms for e in book.entries}
     return {
@@ -135,11 +84,13 @@ def _correction_figures(c, currency: str) -> dict:
     }
 
 
-CSV_COLUMNS = ("statement", "kind", "period_start", "period_end", "line", "corrects_period",
+NAME = "statements"
+COLUMNS = ("statement", "kind", "period_start", "period_end", "line", "corrects_period",
                "gpu_hours", "rate", "amount", "currency")
 
 
-def csv_rows(book: Ledger) -> list[list]:
+def rows(book: Ledger) -> list[list]:
+    """One row a line of every statement, in COLUMNS' order."""
     contract = book.contract
     rows = []
     for s in book.statements:

@@ -1,20 +1,23 @@
 """A contract's statements in the FinOps FOCUS 1.2 columns (docs/statements.md lists them), one
-row per charge of loans.services.exports' lines. Nothing is priced here, except that a period's
+row per charge of loans.services.exports.lines. Nothing is priced here, except that a period's
 committed cost is split into its used and unused parts, which add up to it to the cent."""
 
 from datetime import datetime
 from decimal import Decimal
 
+from django.conf import settings
+
 from loans.maths import billing
 from loans.models import Contract, CorrectionLine, SharingLine, Statement
-from loans.services.exports import UNIT, Line, lines
+from loans.services.exports.lines import UNIT, Line, lines
 from loans.services.ledger.read import Ledger
 
 ZERO = Decimal(0)
 
 
 # FOCUS 1.2 columns this export fills (docs/statements.md says what each holds).
-FOCUS_COLUMNS = (
+NAME = "focus"
+COLUMNS = (
     "BilledCost", "BillingAccountId", "BillingAccountName", "BillingAccountType",
     "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory",
     "ChargeClass", "ChargeDescription", "ChargeFrequency", "ChargePeriodEnd",
@@ -47,7 +50,7 @@ def focus_rows(book: Ledger, issuer: str) -> list[dict]:
         billed_in = billing_period(s, contract)
         plan = s.plan_name or contract.plan.name  # as it was named when stated
         base = {
-            **{c: "" for c in FOCUS_COLUMNS},
+            **{c: "" for c in COLUMNS},
             "BillingAccountId": contract.tenant.slug, "BillingAccountName": contract.tenant.name,
             "BillingAccountType": "Tenant", "BillingCurrency": s.currency,
             "BillingPeriodStart": _utc(billed_in.start), "BillingPeriodEnd": _utc(billed_in.end),
@@ -285,3 +288,8 @@ def _shared_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:
                               f"{x.group.name}, period {s.number}: {line.gpu_hours} at "
                               f"{line.rate}"),
     }
+
+
+def rows(book: Ledger) -> list[list]:
+    """focus_rows in COLUMNS' order, the invoices issued in the name settings give."""
+    return [[row[c] for c in COLUMNS] for row in focus_rows(book, settings.INVOICE_ISSUER)]
