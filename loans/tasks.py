@@ -5,7 +5,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from loans.schedulers.slurm.limits import apply_limits
+from loans import schedulers
 from loans.services import bursts
 from loans.services.advice.standalone import refresh_recommendations
 from loans.services.alerts import notify
@@ -73,6 +73,6 @@ def apply_slurm_limits() -> str:
     if not (settings.SLURM_APPLY_QUOTAS and settings.SLURM_CLUSTER):
         return "SLURM_APPLY_QUOTAS or SLURM_CLUSTER is not set"
     cluster = find_slurm_cluster(settings.SLURM_CLUSTER)
-    changes = apply_limits(cluster_id=cluster.pk, cluster_name=cluster.name,
-                           at=timezone.now(), dry_run=False)
+    changes = schedulers.for_kind("slurm").apply(cluster.pk, cluster.name, at=timezone.now(),
+                                                 dry_run=False)
     return f"{len(changes)} changes"

@@ -18,52 +18,25 @@ each device's reading is marked holder_unknown, never filled in from the process
 server counts that time as a gap in its completeness rather than as idle GPUs.
 """
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
 
+from agent.holders.protocol import (
+    KUBELET_SOCKET,
+    SOURCES,
+    HolderError,
+    Holdings,
+    Source,
+    held_by,
+    marked_unknown,
+)
 from agent.readings import Reading
 
+__all__ = ["KUBELET_SOCKET", "SOURCES", "HolderError", "Holders", "Holdings", "Source",
+           "held_by", "marked_unknown", "source_for"]
+
 log = logging.getLogger("gpuloans-agent")
-
-SOURCES = ("processes", "kubelet", "slurm")
-KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-
-
-class HolderError(Exception):
-    """The scheduler could not be asked (socket missing, controller down, unreadable answer)."""
-
-
-class Holdings(Protocol):
-    """One answer of a scheduler: who holds what at that moment."""
-
-    def apply(self, readings: list[Reading]) -> list[Reading]:
-        """The readings with allocation and owner as the scheduler says."""
-
-    def unknown(self, readings: list[Reading]) -> list[Reading]:
-        """The readings laid out as this answer knew the devices, marked holder_unknown."""
-
-
-class Source(Protocol):
-    name: str
-    least_every: float  # the least seconds between two questions (0: ask at every poll)
-
-    def read(self) -> Holdings:
-        """The scheduler's answer now, or HolderError."""
-
-
-def held_by(reading: Reading, owner: dict[str, str] | None, **changes) -> Reading:
-    """A reading as a scheduler source sees it: allocated exactly when held (the processes
-    say nothing about it any more), owned by its holder."""
-    return dataclasses.replace(reading, processes=(), owner=owner, holder_unknown=False,
-                               **changes)
-
-
-def marked_unknown(reading: Reading, **changes) -> Reading:
-    return dataclasses.replace(reading, processes=(), owner=None, holder_unknown=True, **changes)
-
 
 class Holders:
     """A source asked at most every `every` seconds (a controller serves every node; the

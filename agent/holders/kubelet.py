@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import grpc
 
-from agent.holders import KUBELET_SOCKET, HolderError, held_by, marked_unknown
 from agent.holders import podresources_pb2 as api
 from agent.holders.podresources_pb2_grpc import PodResourcesListerStub
+from agent.holders.protocol import KUBELET_SOCKET, HolderError, held_by, marked_unknown
 from agent.readings import Reading
 
 TIMEOUT_S = 5.0

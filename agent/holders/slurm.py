@@ -24,7 +24,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from agent.holders import HolderError, held_by, marked_unknown
+from agent.holders.protocol import HolderError, held_by, marked_unknown
 from agent.readings import Reading
 
 # States in which a job still holds its GRES (a suspended job keeps its GPUs unless the

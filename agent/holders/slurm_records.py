@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from agent.holders import HolderError
+from agent.holders.protocol import HolderError
 from agent.holders.slurm import Job, SlurmHoldings, indices, moment
 
 log = logging.getLogger("gpuloans-agent")

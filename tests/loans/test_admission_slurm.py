@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from loans.maths import admission
 from loans.models import Contract, OveragePolicy, Plan, SlurmLimitChange
-from loans.schedulers.slurm.commands import Change
+from loans.schedulers.protocol import Change
 from loans.schedulers.slurm.limits import apply_limits
 from metering.models import AttributionRule, Cluster
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from loans.schedulers.slurm.limits import LimitsError, apply_limits
+from loans import schedulers
 from metering.usage.slurm import find_slurm_cluster
 
 
@@ -31,10 +31,10 @@ class Command(BaseCommand):
             target = find_slurm_cluster(cluster)
         except LookupError as error:
             raise CommandError(str(error)) from None
+        enforcer = schedulers.for_kind("slurm")
         try:
-            changes = apply_limits(cluster_id=target.pk, cluster_name=target.name,
-                                   at=timezone.now(), dry_run=dry_run)
-        except LimitsError as error:
+            changes = enforcer.apply(target.pk, target.name, at=timezone.now(), dry_run=dry_run)
+        except enforcer.errors as error:
             raise CommandError(str(error)) from None
         if not changes:
             self.stdout.write(self.style.SUCCESS(f"{target.name}: every account carries its "

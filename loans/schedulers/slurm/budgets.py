@@ -28,8 +28,9 @@ from datetime import UTC, datetime
 
 from loans.maths import admission
 from loans.models import policy_of
-from loans.schedulers.slurm.commands import Change, Run, accounts_at, run_slurm, sacctmgr, slurm
-from metering.schedulers.slurm.sacct import gpu_count
+from loans.schedulers.protocol import Change
+from loans.schedulers.slurm.commands import Run, accounts_at, run_slurm, sacctmgr, slurm
+from metering.schedulers import gpu_count
 
 COMMIT = "gpuloans-commit-"
 OVERAGE = "gpuloans-overage-"

@@ -3,26 +3,18 @@ their failures as LimitsError, and one change to make, for people and for the lo
 
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 
 from loans.models import Contract
+from loans.schedulers.protocol import EnforcementError
 from metering.usage.fleet import slurm_accounts
 
 TIMEOUT_S = 60
 Run = Callable[[list[str]], subprocess.CompletedProcess]
 
 
-class LimitsError(Exception):
+class LimitsError(EnforcementError):
     """A Slurm command could not be run or read."""
-
-
-@dataclass(frozen=True)
-class Change:
-    account: str
-    tenant_id: int | None
-    what: str  # for people: "GrpTRES gres/gpu 8 -> 16"
-    command: tuple[str, ...]
 
 
 def run_slurm(command: list[str]) -> subprocess.CompletedProcess:

@@ -23,9 +23,9 @@ from datetime import datetime
 from django.conf import settings
 
 from loans.models import SlurmAccountHold, SlurmLimitChange
+from loans.schedulers.protocol import Change
 from loans.schedulers.slurm import budgets
 from loans.schedulers.slurm.commands import (
-    Change,
     LimitsError,
     Run,
     accounts_at,
@@ -34,7 +34,7 @@ from loans.schedulers.slurm.commands import (
     slurm,
 )
 from loans.services import bursts
-from metering.schedulers.slurm.sacct import gpu_count
+from metering.schedulers import gpu_count
 
 QOS_PREFIX = "gpuloans-burst-"  # what earlier versions gave a burst; taken back where found
 

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from django.utils.translation import gettext as _
 
-from metering.schedulers.slurm.sacct import gpus_of, spread_seconds  # pure: no model
+from metering.schedulers import gpus_of, spread_seconds  # pure: no model
 
 HOUR = timedelta(hours=1)
 SACCT_COLUMNS = ("JobID", "Account", "User", "Start", "End", "AllocTRES")
