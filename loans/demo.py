@@ -34,7 +34,8 @@ from metering.models import (
     UsageSample,
     default_cluster,
 )
-from metering.usage import ceil_hour, floor_hour, insert_rows, rebuild_rollups
+from metering.recount import insert_rows, rebuild_rollups
+from metering.usage import ceil_hour, floor_hour
 
 DAYS = 90
 HOUR = timedelta(hours=1)

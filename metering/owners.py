@@ -2,7 +2,7 @@
 and samples carry its id. Ids are remembered in the process, so a batch whose owners are known
 (the common case) needs no query; new ones are inserted in one statement."""
 
-from metering.intake.protocol import each_object_once
+from metering.intake.columns import each_object_once
 from metering.models import OWNER_KEYS, Owner
 
 CACHE_LIMIT = 100_000  # owners remembered per process; past it the memory starts again

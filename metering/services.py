@@ -23,12 +23,13 @@ from metering.models import (
     default_cluster,
     hand_over,
 )
+from metering.recount import insert_rows, rebuild_rollups
 from metering.rules import (  # noqa: F401 - the tenant API's rules go through here
     AttributionRuleSerializer,
     replace_rules,
     rule_clashes,
 )
-from metering.usage import HOUR, ceil_hour, insert_rows, rebuild_rollups
+from metering.usage import HOUR, ceil_hour
 
 
 def gpu_move(*, gpu: Gpu, node: Node, now: datetime) -> int:
@@ -167,7 +168,7 @@ def _check_move(scope: str, value: str, start: datetime, end: datetime, reason: 
         errors["start"] = [_("Usage that has not happened yet cannot be moved.")]
     horizon = RawHorizon.complete_from()
     # The first hours after the horizon may hold samples that began before it: their rollups
-    # are kept as they are (metering.usage.rebuild_rollups), so nothing in them can move.
+    # are kept as they are (metering.recount.rebuild_rollups), so nothing in them can move.
     recountable = ceil_hour(horizon) + HOUR if horizon is not None else None
     if recountable is not None and start < recountable:
         errors["start"] = [_("Raw samples before %(when)s have been purged (rollups are kept as "

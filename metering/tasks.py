@@ -6,9 +6,9 @@ from django.utils import timezone
 
 from metering import partitions, peaks, schedulers
 from metering.models import Cluster
+from metering.recount import rebuild_rollups
 from metering.retention import purge_raw_samples
 from metering.schedulers.slurm.sacct import AccountingError
-from metering.usage import rebuild_rollups
 
 
 @shared_task(autoretry_for=(Exception,), retry_backoff=True, max_retries=5)

@@ -26,7 +26,8 @@ from metering.models import (
     UsageSample,
     default_cluster,
 )
-from metering.usage import floor_hour, rebuild_rollups
+from metering.recount import rebuild_rollups
+from metering.usage import floor_hour
 
 CHANGELISTS = [
     "loans_tenant", "loans_membership", "loans_plan", "loans_contract", "loans_statement",

@@ -279,3 +279,40 @@ def test_services_import_at_the_top():
                               for inner in ast.walk(node)
                               if isinstance(inner, ast.Import | ast.ImportFrom)]
     assert local == []
+
+
+WRITES = {"create", "bulk_create", "bulk_update", "update", "delete", "get_or_create",
+          "update_or_create", "save", "atomic", "select_for_update"}
+
+
+def writes_in(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in WRITES:
+            receiver = node.func.value
+            # a dict's update is no write: update and delete count on a manager or a queryset
+            on_rows = isinstance(receiver, ast.Call) or (
+                isinstance(receiver, ast.Attribute) and receiver.attr == "objects")
+            if node.func.attr not in ("update", "delete") or on_rows:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} .{node.func.attr}()")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                node.value.lstrip().upper().startswith(("INSERT", "UPDATE ", "DELETE")):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value.strip()[:30]!r}")
+    return found
+
+
+def test_metering_usage_only_reads():
+    """metering.usage is what loans reads of usage; the recount and the bulk insert lived in
+    it and moved to metering.recount."""
+    assert [w for path in modules("metering/usage") for w in writes_in(path)] == []
+
+
+def test_the_write_finder_sees_a_write():
+    path = ROOT / "metering" / "_layout_probe.py"
+    path.write_text("def f(m):\n    m.objects.filter(x=1).delete()\n    return 'INSERT INTO t'\n")
+    try:
+        assert writes_in(path) == ["metering/_layout_probe.py:2 .delete()",
+                                   "metering/_layout_probe.py:3 'INSERT INTO t'"]
+    finally:
+        path.unlink()

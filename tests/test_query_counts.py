@@ -19,7 +19,7 @@ from django.urls import reverse
 from loans.models import Contract, Tenant
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, Node, UsageSample
-from metering.usage import rebuild_rollups
+from metering.recount import rebuild_rollups
 
 BASELINES = Path(__file__).with_name("query_counts.json")
 UPDATE = os.environ.get("GPULOANS_UPDATE_QUERY_COUNTS") == "1"

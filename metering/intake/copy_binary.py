@@ -15,7 +15,7 @@ from struct import Struct
 
 import orjson
 
-from metering.intake.protocol import each_object_once, each_once
+from metering.intake.columns import each_object_once, each_once
 
 SIGNATURE = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # no flags, no header extension
 TRAILER = b"\xff\xff"

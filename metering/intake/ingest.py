@@ -22,7 +22,7 @@ from metering.intake import (
     store_sqlite,
     wire,
 )
-from metering.intake.protocol import each_object_once
+from metering.intake.columns import Columns, each_object_once
 from metering.models import AttributionRule, Node, hash_token
 
 
@@ -51,7 +51,7 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
         return _store(node, envelope, batch, plan, rejected, repeats, now)
 
 
-def _store(node: Node, envelope: protocol.Envelope, batch: protocol.Columns,
+def _store(node: Node, envelope: protocol.Envelope, batch: Columns,
            plan: devices.Plan, rejected: list[dict], repeats: int, now: datetime) -> Result:
     devices.register(node, batch, plan, now)
     if plan.errors:  # another node's devices, devices past the limit: no id

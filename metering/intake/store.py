@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from django.db.models import Q
 from django.db.models.functions import Coalesce
 
-from metering.intake.protocol import taken
+from metering.intake.columns import taken
 from metering.models import Gpu, UsageSample
 
 COLUMNS = ("idx", "gpu_id", "ts", "tenant_id", "owner_id", "interval_s", "allocated",

@@ -20,7 +20,7 @@ import psycopg
 from django.db import IntegrityError, OperationalError, connection, transaction
 
 from metering.intake import copy_binary, store
-from metering.intake.protocol import taken
+from metering.intake.columns import taken
 from metering.intake.store import COLUMNS
 
 STORED = COLUMNS[1:]

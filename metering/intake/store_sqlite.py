@@ -9,7 +9,7 @@ from django.db import connection, transaction
 
 from metering import peaks, rollups
 from metering.intake import store
-from metering.intake.protocol import taken
+from metering.intake.columns import taken
 from metering.intake.store import COLUMNS
 from metering.models import Gpu
 

@@ -15,14 +15,13 @@ import msgspec
 from msgspec.structs import asdict, astuple
 
 from metering.intake import protocol
+from metering.intake.columns import Columns, each_once
 from metering.intake.protocol import (
     INT32,
     MAX_INTERVAL_S,
     MAX_TEXT,
     MAX_UUID,
     MIN_INTERVAL_S,
-    Columns,
-    each_once,
 )
 
 Meta = msgspec.Meta

@@ -15,7 +15,8 @@ from django.utils import timezone
 from loans.models import ApiToken, Contract, Plan, Tenant
 from loans.services.ledger.amendments import amend
 from metering.models import AttributionRule, Gpu, Node, UsageSample
-from metering.usage import floor_hour, rebuild_rollups
+from metering.recount import rebuild_rollups
+from metering.usage import floor_hour
 
 HOUR = timedelta(hours=1)
 

@@ -16,8 +16,8 @@ from loans.services.ledger import read as ledger
 from loans.services.ledger.amendments import amend, apply_recommendation, terminate
 from loans.services.ledger.closing import close_due_periods
 from metering.models import TenantHour
+from metering.recount import rebuild_rollups
 from metering.retention import purge_raw_samples
-from metering.usage import rebuild_rollups
 from tests.ledger import (
     FEB,
     GRACE,

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from metering.intake import protocol, wire
+from metering.intake.columns import FIELDS, Columns
 from metering.models import Node, UsageSample
 from tests.helpers import assert_rollups_equal_a_recount
 from tests.tiers import examples
@@ -161,6 +162,6 @@ def test_the_fast_path_accepts_exactly_what_the_careful_path_accepts(batch):
     assert (lists(either[0]), *either[1:]) == (lists(careful[0]), *careful[1:])
 
 
-def lists(columns: protocol.Columns) -> dict[str, list]:
+def lists(columns: Columns) -> dict[str, list]:
     """Each column as a list (a column may be a list or a tuple)."""
-    return {name: list(getattr(columns, name)) for name in protocol.FIELDS}
+    return {name: list(getattr(columns, name)) for name in FIELDS}

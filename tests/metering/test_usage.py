@@ -5,9 +5,10 @@ from django.db import IntegrityError, connection, transaction
 
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.partitions import ensure_partitions, partition_name
+from metering.recount import rebuild_rollups
 from metering.retention import purge_raw_samples
 from metering.rollups import recount
-from metering.usage import floor_hour, rebuild_rollups, tenant_hours, tenant_totals
+from metering.usage import floor_hour, tenant_hours, tenant_totals
 from tests.helpers import assert_rollups_equal_a_recount
 
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)

@@ -4,7 +4,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from metering.usage import floor_hour, rebuild_rollups
+from metering.recount import rebuild_rollups
+from metering.usage import floor_hour
 
 
 def moment(raw: str, name: str) -> datetime:
