@@ -10,8 +10,6 @@ from django.contrib.admin.apps import AdminConfig
 from django.urls import path, reverse
 from django.utils.translation import gettext_lazy as _
 
-from core.roles import is_operator
-
 
 class GpuLoansAdminSite(admin.AdminSite):
     site_header = "gpuloans"
@@ -32,7 +30,9 @@ class GpuLoansAdminSite(admin.AdminSite):
         """The admin is the operators' (core.roles): a staff user outside the operators group
         holding single permissions reads and writes nothing here, as in the API and the
         pages; within the role, each model's permissions still apply."""
-        return is_operator(request.user)
+        from loans.access import allowed  # the apps' models: loaded after this site
+
+        return allowed(request.user, "use-admin")
 
     def login(self, request, extra_context=None):
         """The admin's login form says so when an attempt was refused unchecked

@@ -6,11 +6,11 @@ from django.conf import settings
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BrowsableAPIRenderer
 
-from loans.access import is_operator
+from loans.access import allowed
 
 
 class OperatorsBrowse(DefaultContentNegotiation):
     def select_renderer(self, request, renderers, format_suffix=None):
-        if not settings.DEBUG and not is_operator(request.user):
+        if not settings.DEBUG and not allowed(request.user, "browse-api"):
             renderers = [r for r in renderers if not isinstance(r, BrowsableAPIRenderer)]
         return super().select_renderer(request, renderers, format_suffix)

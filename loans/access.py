@@ -107,8 +107,36 @@ WRITES = {
 }
 
 
+def _operator(user, _tenant_id) -> bool:
+    return is_operator(user)
+
+
+def _lead_or_operator(user, tenant_id) -> bool:
+    return is_operator(user) or _lead(user, tenant_id)
+
+
+# What a caller may read beyond its own tenants' pages (tenants_for and contract_for_user
+# answer which tenants): the same table shape as WRITES.
+READS = {
+    "operator-pages": (_operator, _("Only operators see this page.")),
+    "use-admin": (_operator, _("Only operators use the admin.")),
+    "browse-api": (_operator, _("Only operators browse the API in production.")),
+    "read-meter-checks": (_operator, _("Only operators see the agents against Slurm.")),
+    # a sharing group's members' figures (loans.access.groups_for says which groups)
+    "read-group-figures": (_lead_or_operator, _("Only the tenant's leads and operators see "
+                                                 "the sharing group's figures.")),
+    "read-group-members": (_operator, _("Only operators see every member's figures.")),
+    "ask-advice": (_lead_or_operator, _("Only the tenant's leads ask this.")),
+}
+RULES = {**WRITES, **READS}
+
+
+def allowed(user, action: str, tenant_id: int | None = None) -> bool:
+    """Whether this user may do or read `action` (a key of WRITES or READS) for the tenant."""
+    return RULES[action][0](user, tenant_id)
+
+
 def require(user, action: str, tenant_id: int | None = None) -> None:
-    """Nothing if this user may do `action` for the tenant; Refused otherwise."""
-    allowed, refusal = WRITES[action]
-    if not allowed(user, tenant_id):
-        raise Refused(refusal)
+    """Nothing if this user may do `action` for the tenant; Refused, with why, otherwise."""
+    if not allowed(user, action, tenant_id):
+        raise Refused(RULES[action][1])

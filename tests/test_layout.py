@@ -316,3 +316,29 @@ def test_the_write_finder_sees_a_write():
                                    "metering/_layout_probe.py:3 'INSERT INTO t'"]
     finally:
         path.unlink()
+
+
+ROLE_TESTS = {"is_operator", "is_lead", "may", "is_staff", "is_superuser"}
+# core is below every app and cannot ask loans.access: its operators' API base class asks the
+# role itself (core.roles defines it).
+ROLE_HOMES = ("loans/access.py", "core/roles.py", "core/api.py")
+
+
+def role_tests_in(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        name = (node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                else node.attr if isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load) else None)
+        if name in ROLE_TESTS:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    return found
+
+
+def test_every_access_rule_is_in_access_py():
+    """Pages, admin and API ask loans.access (allowed, require, tenants_for ...), never the
+    role tests themselves: a rule written twice drifts (the operator check of the fleet pages,
+    the sharing API and the advice page each had its own)."""
+    found = [hit for folder in ("loans", "config", "core", "metering") for path in modules(folder)
+             if str(path.relative_to(ROOT)) not in ROLE_HOMES for hit in role_tests_in(path)]
+    assert found == []

@@ -4,7 +4,6 @@ the groups its contracts are in: the members' team names and the group's totals,
 team's usage or statements; a member who is not a lead reads none (loans.access.groups_for)."""
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -14,8 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.roles import is_operator
-from loans.access import groups_for, require
+from loans.access import allowed, groups_for, require
 from loans.maths import billing
 from loans.models import Contract, GroupStatement, SharingGroup, SharingMember
 from loans.models.fields import currency_validator
@@ -68,7 +66,7 @@ def _statement(g: GroupStatement) -> dict:
 
 
 def group_json(group: SharingGroup, user) -> dict:
-    full = is_operator(user)
+    full = allowed(user, "read-group-members")
     rows = group.members.select_related("contract__tenant", "added_by", "removed_by")
     return {"id": group.pk, "name": group.name, "currency": group.currency,
             "members": [_member(r, full) for r in rows],
@@ -118,12 +116,10 @@ class SharingGroups(APIView):
         query.is_valid(raise_exception=True)
         data = query.validated_data
         try:
-            with transaction.atomic():
-                group = SharingGroup(name=data["name"], currency=data["currency"])
-                group.full_clean()
-                group.save()
-                for pk in dict.fromkeys(data["contracts"]):
-                    sharing.join(group, _contract(pk), by=request.user, now=timezone.now())
+            contracts = [_contract(pk) for pk in dict.fromkeys(data["contracts"])]
+            group = sharing.create_group(name=data["name"], currency=data["currency"],
+                                         contracts=contracts, by=request.user,
+                                         now=timezone.now())
         except ValidationError as error:
             return _refusal(error)
         return Response(group_json(group, request.user), status=status.HTTP_201_CREATED)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from loans.access import is_lead, is_operator, tenant_for_user
+from loans.access import Refused, require, tenant_for_user
 from loans.models import Contract
 from loans.services.advice.first_commitment import NoOnDemandPrice, advise, slurm_history
 from loans.services.advice.history import HistoryError, read_history
@@ -176,7 +176,8 @@ def operators_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     tenant = tenant_for_user(request.user, slug)
-    if not (is_operator(request.user) or is_lead(request.user, tenant.pk)):
-        return render(request, "403.html", {"reason": _("Only the tenant's leads ask this.")},
-                      status=403)
+    try:
+        require(request.user, "ask-advice", tenant.pk)
+    except Refused as refusal:
+        return render(request, "403.html", {"reason": refusal.detail}, status=403)
     return _page(request, tenant)

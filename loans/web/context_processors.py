@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.http import HttpRequest
 
-from loans.access import is_operator, tenants_for
+from loans.access import allowed, tenants_for
 
 NAV_TENANTS = 8  # operators reach the rest from the fleet page
 
@@ -17,4 +17,4 @@ def site(request: HttpRequest) -> dict:
         return list(tenants_for(user)[:NAV_TENANTS])
 
     return {"nav_tenants": nav_tenants, "TIME_ZONE": settings.TIME_ZONE,
-            "is_operator": lambda: user is not None and is_operator(user)}
+            "is_operator": lambda: user is not None and allowed(user, "operator-pages")}

@@ -23,9 +23,7 @@ from django.views.decorators.http import require_POST
 
 from loans.access import (
     Refused,
-    is_lead,
-    is_operator,
-    may,
+    allowed,
     require,
     tenant_for_user,
     tenants_for,
@@ -40,6 +38,7 @@ from loans.models import (
     Tenant,
 )
 from loans.services import exports
+from loans.services.advice import decisions
 from loans.services.exports import periods
 from loans.services.ledger import bills, dashboard, overage, pooled
 from loans.services.ledger import read as ledger
@@ -56,7 +55,7 @@ def operator_required(view):
     def check(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not request.user.is_authenticated:
             return redirect_to_login(request.get_full_path())
-        if not is_operator(request.user):
+        if not allowed(request.user, "operator-pages"):
             return render(request, "403.html", status=403)
         return view(request, *args, **kwargs)
 
@@ -80,7 +79,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """Operators land on the fleet; a member of one tenant on its page; others choose."""
-    if is_operator(request.user):
+    if allowed(request.user, "operator-pages"):
         return redirect("fleet")
     tenants = list(tenants_for(request.user))
     if len(tenants) == 1:
@@ -147,7 +146,7 @@ def _pool(contract: Contract, pool: pooled.Pool) -> dict:
 def _meter_checks(request: HttpRequest, now: datetime, tenant_id: int) -> list:
     """The agents against Slurm's accounting, a week of days, for operators only (the
     difference tells them of a missing agent or a wrong rule; a lead cannot act on it)."""
-    if not is_operator(request.user):
+    if not allowed(request.user, "read-meter-checks"):
         return []
     return check_rows(metering_slurm.recent_checks(now, ZoneInfo(settings.TIME_ZONE),
                                                     tenant_id=tenant_id))
@@ -163,9 +162,9 @@ def check_rows(checks: list) -> list[dict]:
 
 def _contract_context(request, tenant: Tenant, contract: Contract, book, choice, now) -> dict:
     """What the page shows whichever period is chosen: terms, periods, advice, bursts, alerts."""
-    lead = is_lead(request.user, tenant.pk)
+    user = request.user
     # A sharing group's figures: for its members' leads and operators (loans.access).
-    group_figures = lead or is_operator(request.user)
+    group_figures = allowed(user, "read-group-figures", tenant.pk)
     terms = contract.terms_at(now)
     return {
         "group_figures": group_figures,
@@ -185,11 +184,11 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
         ).order_by("starts_at")),
         "burst_form": burst_form_for(request, contract.pk,
                                      terms.max_quota_gpus - terms.base_quota_gpus)
-        if lead else None,
-        "can_decide": lead,
+        if allowed(user, "ask-burst", tenant.pk) else None,
+        "can_decide": allowed(user, "decide-recommendation", tenant.pk),
         "overage": overage.describe(contract, now, book.current),
         "overage_policies": OveragePolicy.Kind.choices,
-        "can_set_overage": lead or may(request.user, "loans.add_overagepolicy"),
+        "can_set_overage": allowed(user, "set-overage-policy", tenant.pk),
         "alerts": list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[
             :ALERT_HISTORY]),
     }
@@ -358,14 +357,10 @@ def decide_recommendation(request: HttpRequest, slug: str, pk: int, decision: st
         require(request.user, "decide-recommendation", tenant.pk)
     except Refused as refusal:
         return render(request, "403.html", {"reason": refusal.detail}, status=403)
-    state = {"accept": Recommendation.State.ACCEPTED,
-             "dismiss": Recommendation.State.DISMISSED}[decision]
-    # Conditional UPDATE: two clicks, or a lead and the job, cannot both act on it.
-    changed = Recommendation.objects.filter(pk=rec.pk, state=Recommendation.State.OPEN).update(
-        state=state, decided_at=timezone.now(), decided_by=request.user)
-    if not changed:
+    accept = {"accept": True, "dismiss": False}[decision]  # the URL allows these two
+    if not decisions.decide(rec, accept=accept, by=request.user, at=timezone.now()):
         messages.error(request, _("This recommendation was already decided or replaced."))
-    elif state == Recommendation.State.ACCEPTED:
+    elif accept:
         messages.success(request, _("Accepted: an operator will apply it."))
     else:
         messages.success(request, _("Dismissed."))

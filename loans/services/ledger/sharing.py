@@ -145,6 +145,19 @@ def _check_fits(group: SharingGroup, contract: Contract, joins_at: datetime) -> 
                                 "zone": other.time_zone, "day": other.starts_on.day})
 
 
+def create_group(*, name: str, currency: str, contracts: list[Contract], by,
+                 now: datetime) -> SharingGroup:
+    """A new group with these contracts, each joining as join() says; ValidationError with
+    the reason where the group or one contract cannot be, and then nothing is created."""
+    with transaction.atomic():
+        group = SharingGroup(name=name, currency=currency)
+        group.full_clean()
+        group.save()
+        for contract in contracts:
+            join(group, contract, by=by, now=now)
+    return group
+
+
 def join(group: SharingGroup, contract: Contract, *, by, now: datetime) -> SharingMember:
     """The contract joins from its next period that has not begun, or from its first if it
     has no statement yet; ValidationError with the reason where it cannot."""
