@@ -50,9 +50,16 @@ def contract_for_user(user, pk: int) -> Contract:
 
 
 def is_lead(user, tenant_id: int) -> bool:
-    """Leads decide for their tenant: recommendations, burst requests."""
-    return Membership.objects.filter(user=user, tenant_id=tenant_id,
-                                     role=Membership.Role.LEAD).exists()
+    """Leads decide for their tenant: recommendations, burst requests. One query a request
+    and tenant, however many rules ask (kept on the request's user, as core.roles keeps the
+    operator role)."""
+    if not user.is_authenticated:
+        return False
+    known = user.__dict__.setdefault("_gpuloans_leads", {})
+    if tenant_id not in known:
+        known[tenant_id] = Membership.objects.filter(
+            user=user, tenant_id=tenant_id, role=Membership.Role.LEAD).exists()
+    return known[tenant_id]
 
 
 def tenants_led_by(user) -> QuerySet[Tenant]:

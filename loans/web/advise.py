@@ -22,7 +22,7 @@ from loans.models import Contract
 from loans.services.advice.first_commitment import NoOnDemandPrice, advise, slurm_history
 from loans.services.advice.history import HistoryError, read_history
 from loans.services.ledger import dashboard
-from loans.web.views import operator_required
+from loans.web.decorators import operator_required
 from metering.usage import slurm
 
 # Under the shipped nginx's client_max_body_size (9 MiB), so the page, not the proxy, says

@@ -11,7 +11,7 @@ from django.shortcuts import render
 from django.utils.translation import gettext as _
 
 from loans.models import Alert, Tenant
-from loans.web.views import operator_required
+from loans.web.decorators import operator_required
 
 PAGE_SIZE = 100
 STATES = ("open", "resolved", "all")

@@ -22,7 +22,8 @@ from loans.services import fleet_status as fleet
 from loans.services.advice import what_if
 from loans.services.ledger import pooled
 from loans.web import charts
-from loans.web.views import check_rows, operator_required
+from loans.web.decorators import operator_required
+from loans.web.views import check_rows
 from metering.usage import fleet as metering_fleet
 from metering.usage import slurm as metering_slurm
 

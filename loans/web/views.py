@@ -1,24 +1,20 @@
 """The pages a lead reads: the tenant page, its periods CSV and its recommendations (the fleet
 page is loans.web.fleet)."""
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from decimal import Decimal
-from functools import wraps
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import redirect_to_login
 from django.db import connection
-from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import redirect, render
 from django.templatetags.static import static
 from django.urls import reverse
 from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from loans.access import (
@@ -41,27 +37,14 @@ from loans.services import exports
 from loans.services.advice import decisions
 from loans.services.exports import periods
 from loans.services.ledger import bills, dashboard, overage, pooled
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.web import charts, verdict
+from loans.web.advice_card import recommendations_of
 from loans.web.bursts import form_for as burst_form_for
 from loans.web.bursts import queue_places
 from metering.usage import slurm as metering_slurm
 
 ALERT_HISTORY = 30
-def operator_required(view):
-    """Operators only: anonymous users are sent to log in, everyone else is refused."""
-
-    @wraps(view)
-    def check(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not request.user.is_authenticated:
-            return redirect_to_login(request.get_full_path())
-        if not allowed(request.user, "operator-pages"):
-            return render(request, "403.html", status=403)
-        return view(request, *args, **kwargs)
-
-    return check
-
-
 def favicon(request: HttpRequest) -> HttpResponseRedirect:
     return HttpResponseRedirect(static("img/favicon.svg"))
 
@@ -121,16 +104,16 @@ def tenant_page(request: HttpRequest, slug: str) -> HttpResponse:
     except dashboard.PeriodChoiceError as error:
         context["error"] = str(error)
         return render(request, "loans/tenant.html", context, status=400)
-    book = ledger.read(contract, now)
-    context.update(_contract_context(request, tenant, contract, book, choice, now))
-    pool = pooled.pool_of(contract, now, book.groups)
+    ledger = ledgers.read(contract, now)
+    context.update(_contract_context(request, tenant, contract, ledger, choice, now))
+    pool = pooled.pool_of(contract, now, ledger.groups)
     if context["group_figures"] and pool is not None:
         context.update(_pool(contract, pool))
     if choice == dashboard.WHOLE_CONTRACT:
-        context.update(_whole_contract(contract, book))
+        context.update(_whole_contract(contract, ledger))
     elif choice is not None:
         asked = (request.GET.get("period") or "").strip() not in ("", "current")
-        context.update(_period(contract, book, choice, now, pool,
+        context.update(_period(contract, ledger, choice, now, pool,
                                context["recommendations"], asked=asked))
     return render(request, "loans/tenant.html", context)
 
@@ -160,7 +143,7 @@ def check_rows(checks: list) -> list[dict]:
             for c in checks]
 
 
-def _contract_context(request, tenant: Tenant, contract: Contract, book, choice, now) -> dict:
+def _contract_context(request, tenant: Tenant, contract: Contract, ledger, choice, now) -> dict:
     """What the page shows whichever period is chosen: terms, periods, advice, bursts, alerts."""
     user = request.user
     # A sharing group's figures: for its members' leads and operators (loans.access).
@@ -168,13 +151,13 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
     terms = contract.terms_at(now)
     return {
         "group_figures": group_figures,
-        "choice": choice, "ledger": book, "zone": contract.zone, "statements": book.statements,
+        "choice": choice, "ledger": ledger, "zone": contract.zone, "statements": ledger.statements,
         # Each period with what it bills: its statement, or what closing it now would bill.
-        "rows": book.entries, "table": [(e, bills.of_entry(e)) for e in book.entries],
+        "rows": ledger.entries, "table": [(e, bills.of_entry(e)) for e in ledger.entries],
         "terms": terms, "currency": terms.currency,
         "amendments": contract.amendments_in_order(),
         "periods": [(str(r.period.index + 1), period_label(r.period, contract))
-                    for r in book.entries],
+                    for r in ledger.entries],
         "recommendations": recommendations_of(contract, now, group_figures=group_figures),
         "bursts": with_places(contract.bursts.filter(
             # Refused ones too, while their window lasts: the lead sees why, not only the
@@ -186,7 +169,7 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
                                      terms.max_quota_gpus - terms.base_quota_gpus)
         if allowed(user, "ask-burst", tenant.pk) else None,
         "can_decide": allowed(user, "decide-recommendation", tenant.pk),
-        "overage": overage.describe(contract, now, book.current),
+        "overage": overage.describe(contract, now, ledger.current),
         "overage_policies": OveragePolicy.Kind.choices,
         "can_set_overage": allowed(user, "set-overage-policy", tenant.pk),
         "alerts": list(Alert.objects.filter(tenant=tenant).order_by("-opened_at")[
@@ -194,14 +177,14 @@ def _contract_context(request, tenant: Tenant, contract: Contract, book, choice,
     }
 
 
-def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
+def _whole_contract(contract: Contract, ledger: ledgers.Ledger) -> dict:
     """The contract so far: its periods' hours, with the unused hours of ended periods apart
     from those the open period still has, the commitment of the whole term beside the one to
     date, and its money as billed (loans.services.ledger.bills.whole: statements, fee included,
     pending corrections and what is not stated yet)."""
-    rows = book.entries
-    money = bills.whole(book)
-    totals = ledger.totals(rows)
+    rows = ledger.entries
+    money = bills.whole(ledger)
+    totals = ledgers.totals(rows)
     totals["cost"] = money.total
     # Each period's bill as the whole contract read it (in the order of its entries).
     read = list(zip(rows, money.bills, strict=True))
@@ -216,9 +199,9 @@ def _whole_contract(contract: Contract, book: ledger.Ledger) -> dict:
             "charts": {"periods": charts.periods_figure(rows, contract.zone)}}
 
 
-def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | None,
+def _period(contract: Contract, ledger, period: Period, now, pool: pooled.Pool | None,
             recommendations=(), *, asked: bool = False) -> dict:
-    entry = book.entry_for(period)
+    entry = ledger.entry_for(period)
     figures = dashboard.figures(contract, period, now, entry)
     zone = contract.zone
     bill = bills.of_entry(entry)
@@ -234,7 +217,7 @@ def _period(contract: Contract, book, period: Period, now, pool: pooled.Pool | N
         # the group's pool now (the current period's). An ended contract opens on its last
         # period with every statement.
         past = {"pool": None, "statements": [
-            s for s in book.statements if s.period_index == period.index
+            s for s in ledger.statements if s.period_index == period.index
             or any(c.period_index == period.index for c in s.corrections.all())]}
     return {
         **past,
@@ -257,91 +240,6 @@ def with_places(shown) -> list[BurstRequest]:
     for b in shown:
         b.place = places.get(b.pk)
     return shown
-
-
-DECIDED_SHOWN = timedelta(days=30)
-SHOWN_ORDER = {"open": 0, "accepted": 1, "applied": 2, "dismissed": 3}
-
-
-def recommendations_of(contract: Contract, now, *, group_figures: bool = True
-                       ) -> list[Recommendation]:
-    """Open recommendations, those accepted and waiting for an operator, and those applied or
-    dismissed in the last 30 days (so a decision stays visible), each with its figure where
-    it has one; a sharing group's costs only for who may read them (`group_figures`)."""
-    State = Recommendation.State
-    recs = sorted(contract.recommendations.filter(
-        Q(state__in=[State.OPEN, State.ACCEPTED])
-        | Q(state__in=[State.APPLIED, State.DISMISSED],
-            decided_at__gte=now - DECIDED_SHOWN)
-    ).select_related("amendment", "applied_by", "decided_by"),
-        key=lambda r: (SHOWN_ORDER[r.state], r.kind))
-    for rec in recs:
-        rec.figure = charts.commitment_figure(rec) if rec.kind == "commitment" else None
-        rec.totals = term_totals(rec)
-        rec.plans = plan_rows(rec)
-        rec.pooled = pooled_rows(rec) if group_figures else []
-        rec.figure_id = f"chart-recommendation-{rec.pk}-data"
-    return recs
-
-
-TOTAL_ROWS = (("recommended", gettext_lazy("advised")), ("current", gettext_lazy("current")),
-              ("rule_of_thumb", gettext_lazy("Rule of thumb")))
-
-
-def term_totals(rec: Recommendation) -> list[dict]:
-    """A commitment recommendation's P10/P50/P90 of the term's total cost for the advised,
-    the current and the rule-of-thumb commitment, as table rows (none without a term)."""
-    term = (rec.evidence or {}).get("term") if rec.kind == "commitment" else None
-    totals = (term or {}).get("totals") or {}
-    return [{"label": label, "commitment": Decimal(str(rec.evidence[name])).normalize(),
-             **{q: Decimal(str(v)) for q, v in zip(("p10", "p50", "p90"), totals[name],
-                                                   strict=True)}}
-            for name, label in TOTAL_ROWS if name in totals and name in rec.evidence]
-
-
-POOLED_ROWS = (("current", gettext_lazy("With the commitments as they are")),
-               ("standalone", gettext_lazy("With this team's commitment advised alone")),
-               ("recommended", gettext_lazy("With the commitment advised for sharing")))
-
-
-def pooled_rows(rec: Recommendation) -> list[dict]:
-    """A sharing group's pooled advice, as table rows: the group's expected cost a period
-    with the commitments as they are, with this team's advised alone, and as advised."""
-    pooled = (rec.evidence or {}).get("pooled") if rec.kind == "commitment" else None
-    costs = (pooled or {}).get("group_costs") or {}
-    rows = []
-    for name, label in POOLED_ROWS:
-        try:
-            rows.append({"label": label, "cost": Decimal(str(costs[name]))})
-        except (KeyError, ArithmeticError):
-            continue
-    return rows
-
-
-def plan_rows(rec: Recommendation) -> list[dict]:
-    """A plan recommendation's comparison, as table rows: the current terms first, then each
-    offered plan as priced (rows written before the term model carry no periods or still-owed
-    money: those cells stay empty)."""
-    if rec.kind != "plan" or not isinstance((rec.evidence or {}).get("plans"), list):
-        return []
-    evidence = rec.evidence
-
-    def amount(value) -> Decimal | None:
-        try:
-            return Decimal(str(value)) if value not in (None, "") else None
-        except ArithmeticError:
-            return None
-
-    rows = [{"plan": rec.current, "current": True, "cost": amount(evidence.get("current_cost")),
-             "fee": amount(evidence.get("current_upfront_fee")), "owed": None,
-             "fits": evidence.get("current_fits_peak"),
-             "guarantees": evidence.get("current_guarantees_base")}]
-    rows += [{"plan": p.get("plan", ""), "current": False, "cost": amount(p.get("cost")),
-              "fee": amount(p.get("upfront_fee_share")), "owed": amount(p.get("still_owed")),
-              "fits": bool(p.get("fits_peak")), "guarantees": bool(p.get("guarantees_base")),
-              "advised": p.get("plan") == rec.recommended}
-             for p in evidence["plans"] if isinstance(p, dict)]
-    return rows
 
 
 @require_POST
@@ -378,7 +276,7 @@ def periods_csv(request: HttpRequest, slug: str) -> HttpResponse:
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = (
         f'attachment; filename="{exports.filename(contract, periods.NAME)}"')
-    exports.write_csv(exports.table(periods.NAME, ledger.read(contract, timezone.now())),
+    exports.write_csv(exports.table(periods.NAME, ledgers.read(contract, timezone.now())),
                       response)
     return response
 
