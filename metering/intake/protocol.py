@@ -66,7 +66,7 @@ class Sample:
 class Envelope:
     """A batch's envelope. `samples` are the raw JSON objects, or, when `typed`
     (metering.intake.wire decoded the whole batch), checked structs, with `body` kept for the
-    careful path."""
+    per-sample path."""
 
     node: str
     agent_version: str

@@ -1,11 +1,11 @@
-"""What a batch looks like on its way to the sample table, and the careful check that both
+"""What a batch looks like on its way to the sample table, and the sample-by-sample check that both
 databases' writers share.
 
 A batch travels as columns, one list or tuple per name in COLUMNS: (index in the batch, gpu
 id, ts, tenant id, owner id, interval_s, allocated, fraction, util_pct, mem_used_mib, power_w,
 temp_c, holder_unknown).
 
-The careful check decides each sample against what its device already stored, in time order
+The sample-by-sample check decides each sample against what its device already stored, in time order
 (the writers sort a batch by timestamp first):
 a sample under a stored key is a duplicate when it repeats the stored reading exactly and a
 conflict when it does not; a sample whose interval overlaps a stored sample of its device, or

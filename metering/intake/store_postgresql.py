@@ -7,7 +7,7 @@ metering 0009) locks the batch's devices, refuses the statement if a sample over
 its device (SQLSTATE 23P01) and adds exactly the inserted rows to the rollups.
 
 A batch that fails that way (a retry under stored keys, a backfill into a device's stored
-span, overlapping samples) goes the careful way: in a transaction, the batch's devices are
+span, overlapping samples) goes the checked path: in a transaction, the batch's devices are
 locked in id order, the stored samples around the batch are read, each sample is decided on
 its own (metering.intake.store.check: duplicate, conflict, overlap or new) and only the new ones are
 COPYed, with the setting metering.checked telling the trigger they are checked already.
@@ -32,7 +32,7 @@ LOCK = "SELECT id FROM metering_gpu WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
 # it, since a SET LOCAL lasts to the end of the transaction (not of a savepoint), and a caller's
 # transaction may go on to insert more.
 CHECKED, UNCHECKED = "SET LOCAL metering.checked = 'on'", "SET LOCAL metering.checked = 'off'"
-# What makes the careful way necessary: a stored key, or the trigger's overlap refusal.
+# What makes the checked path necessary: a stored key, or the trigger's overlap refusal.
 REFUSED = (psycopg.errors.UniqueViolation, psycopg.errors.ExclusionViolation)
 
 
@@ -40,7 +40,7 @@ def write(columns: list, names: list[str], finish: Callable[[], None],
           families: dict[int, int] | None = None) -> tuple[int, list[dict]]:
     """Store the batch (store.COLUMNS; `names` are the samples' device uuids); returns how
     many samples were new and the rejections. `finish` runs once the batch is stored: last in
-    its transaction where it has one (the careful way, or inside the caller's transaction),
+    its transaction where it has one (the checked path, or inside the caller's transaction),
     else on its own. The batch's daily partitions exist already (metering.intake.ingest makes
     them before any transaction, so that other sessions see them at once)."""
     columns, names = store.in_time_order(columns, names)
@@ -55,7 +55,7 @@ def write(columns: list, names: list[str], finish: Callable[[], None],
             raise OperationalError("the connection was lost rolling the batch back") from error
     # The direct COPY and all of its transaction were rolled back (cheaper in the common case
     # than a savepoint around every COPY): decide sample by sample.
-    return _careful(columns, names, finish, families or {})
+    return _store_checked(columns, names, finish, families or {})
 
 
 def _direct(columns: list, finish: Callable[[], None]) -> tuple[int, list[dict]]:
@@ -69,8 +69,8 @@ def _direct(columns: list, finish: Callable[[], None]) -> tuple[int, list[dict]]
     return len(columns[0]), []
 
 
-def _careful(columns: list, names: list[str], finish: Callable[[], None],
-             families: dict[int, int]) -> tuple[int, list[dict]]:
+def _store_checked(columns: list, names: list[str], finish: Callable[[], None],
+                   families: dict[int, int]) -> tuple[int, list[dict]]:
     with _raw(alone=False) as raw:
         # The devices and their shared physical GPUs, in id order (as the trigger locks them).
         raw.execute(LOCK, [sorted(set(columns[1]) | set(families.values()))])

@@ -1,5 +1,5 @@
 """Writing a batch to SQLite, the embedded database: the same rules as on PostgreSQL, every
-batch the careful way (metering.intake.store.check) inside one transaction (SQLite has one writer
+batch the checked path (metering.intake.store.check) inside one transaction (SQLite has one writer
 at a time, so nothing can interleave), with the rollups summed here (metering.rollups) and
 the touched tenant-hours' peaks recounted at once."""
 

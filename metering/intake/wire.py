@@ -1,11 +1,11 @@
-"""A batch as it comes off the wire (agent protocol v1): a fast path, then a careful one.
+"""A batch as it comes off the wire (agent protocol v1): a fast path, then a per-sample one.
 
 The fast path: msgspec decodes the body straight into typed structs in one pass of C, checking
 every type and range that the per-sample checks in metering.intake.protocol make; what is left
 (timestamps, repeats inside the batch, printable text) is checked here on the distinct values,
-which are few. Any doubt at all sends the batch down the careful path (metering.intake.protocol),
+which are few. Any doubt at all sends the batch down the per-sample path (metering.intake.protocol),
 which names each rejected sample and its reason; so the fast path may give up on more than the
-careful one refuses, and never accepts more.
+per-sample one refuses, and never accepts more.
 """
 
 from datetime import datetime
@@ -32,7 +32,7 @@ Id = Annotated[int, Meta(ge=protocol.OWNER_INT_MIN, le=protocol.OWNER_INT_MAX)]
 # gc=False: a batch decodes a thousand of these, which hold only strings and numbers (no
 # reference cycles), so the garbage collector need not track them (parse: 380 -> 310 us).
 class Owner(msgspec.Struct, frozen=True, gc=False):
-    """Unknown keys are ignored (msgspec's default), as the careful path ignores them."""
+    """Unknown keys are ignored (msgspec's default), as the per-sample path ignores them."""
 
     namespace: Text | Id | None = None
     pod: Text | Id | None = None
@@ -110,7 +110,7 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
     except protocol.Invalid:
         return None
     if len(set(zip(uuids, stamps, strict=True))) != len(samples):
-        return None  # repeats inside the batch: the careful path sorts them out
+        return None  # repeats inside the batch: the per-sample path sorts them out
     if not all(m is None or protocol.is_text(m) for m in set(models)):
         return None
     owners = _owners(owners)
@@ -122,7 +122,7 @@ def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns 
 
 
 def _owners(values: tuple[Owner | None, ...]) -> list[dict | None] | None:
-    """Owners as the careful path leaves them, or None if one is invalid; equal owners share
+    """Owners as the per-sample path leaves them, or None if one is invalid; equal owners share
     one dict (cheap to encode and to attribute)."""
     try:
         return each_once(lambda owner: None if owner is None else protocol.owner(asdict(owner)),

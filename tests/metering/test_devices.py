@@ -145,10 +145,10 @@ def test_operators_manage_clusters_and_put_nodes_and_rules_in_them(client, opera
 
 
 def test_an_overlap_after_a_retry_in_the_same_transaction_is_still_refused(client, token):
-    """The careful way tells the database its samples are checked; that must not outlive its
+    """The checked path tells the database its samples are checked; that must not outlive its
     own statement when a caller's transaction goes on (a test's, or any caller's)."""
     assert post(client, token, [sample(0, 0)]).json()["accepted"] == 1
-    retry = post(client, token, [sample(0, 0), sample(0, 1)]).json()  # the careful way
+    retry = post(client, token, [sample(0, 0), sample(0, 1)]).json()  # the checked path
     assert (retry["accepted"], retry["duplicates"]) == (1, 1)
     overlapping = sample(0, 1, ts=(minute(1) + timedelta(seconds=30)).isoformat())
     answer = post(client, token, [overlapping]).json()

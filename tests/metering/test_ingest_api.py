@@ -418,7 +418,7 @@ def test_a_database_failure_mid_batch_is_a_503_and_stores_nothing(client, token,
 def test_a_connection_lost_rolling_back_a_retry_is_a_503_not_a_500(client, token, monkeypatch):
     """A retry inside the device limit's guard: the COPY meets the stored keys and the savepoint
     is rolled back; when PostgreSQL goes away at that moment the rollback fails too, and the
-    transaction is broken. The batch was a 500 (Django refused the careful way's queries in a
+    transaction is broken. The batch was a 500 (Django refused the checked path's queries in a
     broken transaction); it is a 503, kept and retried by the agent."""
     from django.db import OperationalError
 

@@ -1,6 +1,6 @@
 """Hostile and random input at POST /api/v1/samples: always a precise 4xx or a 202 whose
 counts match what was stored; never a server error. And the fast path of metering.intake.wire never
-accepts what the careful path of metering.intake.protocol would refuse."""
+accepts what the per-sample path of metering.intake.protocol would refuse."""
 
 import json
 from datetime import UTC, datetime, timedelta
@@ -148,18 +148,18 @@ def near_valid(draw):
 
 @settings(max_examples=examples(300), deadline=None)
 @given(batch=st.lists(near_valid(), min_size=1, max_size=6))
-def test_the_fast_path_accepts_exactly_what_the_careful_path_accepts(batch):
+def test_the_fast_path_accepts_exactly_what_the_per_sample_path_accepts(batch):
     body = json.dumps({"node": "n", "samples": batch}).encode()
     oldest = NOW - timedelta(days=35)
-    careful = protocol.samples(protocol.parse(body).samples, NOW, oldest)
+    per_sample = protocol.samples(protocol.parse(body).samples, NOW, oldest)
     envelope = wire.parse(body)
     fast = wire._columns(envelope.samples, NOW, oldest) if envelope.typed else None
     if fast is not None:
-        columns, rejected, repeats = careful
+        columns, rejected, repeats = per_sample
         assert rejected == [] and repeats == 0
         assert lists(fast) == lists(columns)
     either = wire.samples(envelope, NOW, oldest)
-    assert (lists(either[0]), *either[1:]) == (lists(careful[0]), *careful[1:])
+    assert (lists(either[0]), *either[1:]) == (lists(per_sample[0]), *per_sample[1:])
 
 
 def lists(columns: Columns) -> dict[str, list]:
