@@ -92,7 +92,7 @@ def _body(request: HttpRequest, limit: int) -> bytes | HttpResponse:
 @csrf_exempt
 def samples(request: HttpRequest) -> HttpResponse:
     started = time.perf_counter()
-    answer = _take(request)
+    answer = _store_batch(request)
     if isinstance(answer, HttpResponse):  # refused
         metrics.count_batch(answer.status_code, time.perf_counter() - started)
         return answer
@@ -100,7 +100,7 @@ def samples(request: HttpRequest) -> HttpResponse:
     return _answer(202, answer.as_dict())
 
 
-def _take(request: HttpRequest) -> HttpResponse | Result:
+def _store_batch(request: HttpRequest) -> HttpResponse | Result:
     """What was stored of the batch, or the refusal."""
     if request.method != "POST":
         return _refuse(405, "use POST", Allow="POST")

@@ -37,7 +37,7 @@ def hours_of(batch, out: Plan) -> list[tuple[datetime, ...]]:
     return out.hours
 
 
-def settled(node: Node, batch, out: Plan) -> bool:
+def all_hours_seen(node: Node, batch, out: Plan) -> bool:
     """Whether every (hour, physical GPU) of the batch is one this process saw the node store:
     then the batch cannot take the node past its limit in any hour, and no query is needed."""
     seen = _hours_seen.get(node.pk, {})

@@ -103,7 +103,7 @@ class _New:
 
 def resolve(node: Node, batch, now: datetime) -> Plan:
     """Each sample's physical GPU, or why its device is refused (metering.intake.protocol
-    Columns); the limit (limit(), settled()) and the registration (register()) come next."""
+    Columns); the limit (limit(), all_hours_seen()) and the registration (register()) come next."""
     here = node.pk  # a property: read once, not once a sample
     latest = {}
     for k, uuid in enumerate(batch.gpu_uuid):

@@ -44,7 +44,7 @@ def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
     # would be invisible to other sessions, which would write its day into the default one.
     partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(batch.ts)})
     plan = devices.resolve(node, batch, now)
-    if device_limit.settled(node, batch, plan):  # no hour gains a GPU: the steady state
+    if device_limit.all_hours_seen(node, batch, plan):  # no hour gains a GPU: the steady state
         return _store(node, envelope, batch, plan, rejected, repeats, now)
     with device_limit.guarded(node):
         device_limit.limit(node, batch, plan, now)
