@@ -28,7 +28,7 @@ from loans.models import (
 )
 from loans.services import bursts, fleet_status
 from loans.services.alerts import conditions as alerts
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.services.ledger.amendments import apply_recommendation
 from metering.admin import show_tokens
 from metering.models import AttributionRule
@@ -218,24 +218,24 @@ class ContractAdmin(DatedAdmin):
         return super().get_queryset(request).prefetch_related("amendments")
 
     def get_changelist_instance(self, request):
-        """The list's current periods read in one go (ledger.period_entries), not a ledger
+        """The list's current periods read in one go (ledgers.period_entries), not a ledger
         read per row."""
         changelist = super().get_changelist_instance(request)
         now = timezone.now()
         pairs = [(c, c.period_at(now)) for c in changelist.result_list]
         pairs = [(c, period) for c, period in pairs if period is not None]
-        entries = ledger.period_entries(pairs, now)
+        entries = ledgers.period_entries(pairs, now)
         for contract in changelist.result_list:
             contract._current_cache = (entries.get(contract.pk),)
         return changelist
 
-    def _current(self, contract: Contract) -> ledger.PeriodEntry | None:
+    def _current(self, contract: Contract) -> ledgers.PeriodEntry | None:
         # The ledger's reading of the current period, once per row (the list sets them all
         # at once, above).
         cache = getattr(contract, "_current_cache", None)
         if cache is None:
             cache = contract._current_cache = (
-                ledger.read(contract, timezone.now()).current if contract.pk else None,)
+                ledgers.read(contract, timezone.now()).current if contract.pk else None,)
         return cache[0]
 
     @admin.display(description=_("current period"))

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from loans.demo import OPERATOR, STORIES
 from loans.models import ApiToken, Contract, Membership, Plan, Tenant
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import floor_hour, tenant_totals
@@ -62,14 +62,14 @@ def test_seed_demo_tells_the_four_stories_and_prints_the_logins(db):
     assert Plan.objects.count() >= 4
     now = timezone.now()
     summaries = {
-        c.tenant.slug: ledger.read(c, now).current
+        c.tenant.slug: ledgers.read(c, now).current
         for c in Contract.objects.select_related("tenant")
     }
     # The contracts started with the data, 25 days ago: their first period is the current one.
     for contract in Contract.objects.all():
         assert contract.signed_at < contract.window_start
         assert contract.window_start == UsageSample.objects.order_by("ts").first().ts
-        assert ledger.read(contract, now).current.period.index == 0
+        assert ledgers.read(contract, now).current.period.index == 0
 
     def pace(slug):  # usage per committed hour elapsed in the period
         s = summaries[slug]

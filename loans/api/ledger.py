@@ -20,7 +20,7 @@ from loans.models import Amendment, Contract
 from loans.services import exports
 from loans.services.exports import statements
 from loans.services.ledger import amendments
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 
 
 class _CSV(BaseRenderer):
@@ -58,14 +58,14 @@ class ContractStatements(APIView):
                    (200, "text/csv"): OpenApiTypes.STR})
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
-        book = ledger.read(contract, timezone.now())
+        ledger = ledgers.read(contract, timezone.now())
         number = request.query_params.get("period")
         if number not in (None, ""):
-            book = _one_period(book, number)
+            ledger = _one_period(ledger, number)
         name = CSV_FORMATS.get(request.accepted_renderer.format)
         if name is None:
-            return Response(statements.as_json(book))
-        response = Response(exports.table(name, book))
+            return Response(statements.as_json(ledger))
+        response = Response(exports.table(name, ledger))
         response["Content-Disposition"] = (
             f'attachment; filename="{exports.filename(contract, name)}"')
         return response
@@ -79,17 +79,17 @@ class ContractStatements(APIView):
         return super().finalize_response(request, response, *args, **kwargs)
 
 
-def _one_period(book: ledger.Ledger, number: str) -> ledger.Ledger:
+def _one_period(ledger: ledgers.Ledger, number: str) -> ledgers.Ledger:
     """The ledger cut to one started period: its statement, the statements that carry a
     correction of it, and its pending correction; 400 with the reason for any other value."""
-    started = len(book.entries)
+    started = len(ledger.entries)
     if not (number.isdigit() and 1 <= int(number) <= started):
         raise serializers.ValidationError({"period": [
             _("period must be the number of a started period, 1 to %(last)s; got %(value)s.")
             % {"last": started, "value": repr(number[:32])}]})
     index = int(number) - 1
-    return replace(book, entries=[e for e in book.entries if e.period.index == index],
-                   statements=[s for s in book.statements if
+    return replace(ledger, entries=[e for e in ledger.entries if e.period.index == index],
+                   statements=[s for s in ledger.statements if
                                (s.kind == "period" and s.period_index == index)
                                or any(c.period_index == index for c in s.corrections.all())])
 

@@ -25,7 +25,7 @@ from loans.maths.billing import local_midnight
 from loans.maths.figures import PeriodFigures
 from loans.models import Contract, Plan, Tenant
 from loans.services.ledger import bills, overage, pooled
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.services.ledger.dashboard import PeriodChoiceError, figures, started_period
 from metering.usage import Hour, tenant_hours
 
@@ -213,10 +213,10 @@ class ContractBurndown(APIView):
         contract = contract_for_user(request.user, pk)
         now = timezone.now()
         period = _period(request, contract, now)
-        book = ledger.read(contract, now)
-        entry = book.entry_for(period)
+        ledger = ledgers.read(contract, now)
+        entry = ledger.entry_for(period)
         found = figures(contract, period, now, entry)
-        pool = pooled.pool_of(contract, now, book.groups) if entry.state == "open" else None
+        pool = pooled.pool_of(contract, now, ledger.groups) if entry.state == "open" else None
         projected = bills.projected(contract.pk, entry.terms, period,
                                      found.projected_used_gpu_hours, pool) \
             if entry.state == "open" else None

@@ -8,7 +8,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from loans.models import BurstRequest, Contract
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, GpuHour
 from tests.conftest import PASSWORD
@@ -68,7 +68,7 @@ def test_a_closed_period_shows_final_figures_labelled_as_such_in_both_languages(
     it showed "Overage so far" as a negative number, a projected cost, "Days left 0.0" and a
     utilisation of 100%, as if it were still running."""
     close_due_periods(NOW)
-    entry = ledger.read(contract, NOW).entries[0]
+    entry = ledgers.read(contract, NOW).entries[0]
     assert entry.state == "closed"
     used, committed = entry.metered, entry.terms.committed_gpu_hours
     log_in(page, live_server.url, "lead", "/en/tenants/vision/?period=1")

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from loans.models import Alert, Contract, Membership, OveragePolicy, Statement
 from loans.services.alerts.conditions import evaluate_alerts
 from loans.services.ledger import bills
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.conftest import make_user
@@ -85,7 +85,7 @@ def test_the_whole_contract_is_its_statements_with_the_fee_and_what_is_not_state
     at = FEB + timedelta(days=3)
     with time_machine.travel(at, tick=False):
         html = client.get("/en/tenants/vision/?period=all").content.decode()
-        whole = bills.whole(ledger.read(vision, at))
+        whole = bills.whole(ledgers.read(vision, at))
     # January as stated (fee included), February so far: its commitment, 24 GPU-h used.
     assert whole.total == D("1750.00") + D("1000.00")
     assert cards(html)["cost"] == "2,750.00"
@@ -215,23 +215,23 @@ def probe_surfaces(client):
         expected = {}
         for pk in world.contracts:
             contract = Contract.objects.get(pk=pk)
-            book = ledger.read(contract, now)
-            if not book.entries:
+            ledger = ledgers.read(contract, now)
+            if not ledger.entries:
                 continue
-            for entry in book.entries:
-                if entry.statement is None and ledger.due(entry.period, now):
+            for entry in ledger.entries:
+                if entry.statement is None and ledgers.due(entry.period, now):
                     expected[(pk, entry.period.index)] = bills.of_entry(entry)
-            whole = bills.whole(book)
-            assert whole.total == book.billed_money + book.pending_amount + sum(
-                (bills.of_entry(e).total for e in book.entries if e.statement is None), D(0))
+            whole = bills.whole(ledger)
+            assert whole.total == ledger.billed_money + ledger.pending_amount + sum(
+                (bills.of_entry(e).total for e in ledger.entries if e.statement is None), D(0))
             page = client.get(f"/en/tenants/{contract.tenant.slug}/?contract={pk}&period=all")
             assert page.status_code == 200
             assert page.context["whole"].total == whole.total
-            number = book.entries[-1].period.index + 1
+            number = ledger.entries[-1].period.index + 1
             body = client.get(f"/api/v1/contracts/{pk}/burndown?period={number}").json()
             shown = client.get(f"/en/tenants/{contract.tenant.slug}/?contract={pk}"
                                f"&period={number}").context["bill"]
-            want = bills.of_entry(book.entries[-1])
+            want = bills.of_entry(ledger.entries[-1])
             assert shown == want
             assert D(body["cost_so_far"]["total"]) == want.total
             assert D(body["cost_so_far"]["borrowed_gpu_hours"]) == want.borrowed_gpu_hours

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from loans.models import Contract, Plan, Tenant
 from loans.services.fleet_status import contract_statuses
 from loans.services.ledger import dashboard
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from metering.models import TenantHour
 from tests.ledger import midnight, months_later
 from tests.tiers import examples
@@ -111,7 +111,7 @@ def test_the_fleet_shows_what_the_hours_and_the_tenant_page_say(fleet, now_hours
             assert abs(full.projected_used_gpu_hours - glance.projected_used_gpu_hours) <= QUANTUM
             assert abs(full.projected_cost.total - glance.projected_cost.total) <= D("0.01")
             assert full.days_left == glance.days_left
-            entry = ledger.period_entry(contract, glance.period, now)
-            assert ledger.period_entries([(contract, glance.period)], now)[pk] == entry
+            entry = ledgers.period_entry(contract, glance.period, now)
+            assert ledgers.period_entries([(contract, glance.period)], now)[pk] == entry
         transaction.set_rollback(True)
 

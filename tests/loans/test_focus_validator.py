@@ -39,7 +39,7 @@ from loans.models import Contract, Membership, Plan, SharingGroup, Tenant
 from loans.services import exports
 from loans.services.exports import focus
 from loans.services.ledger import amendments, sharing
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as reader
 from loans.services.ledger.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
@@ -108,7 +108,7 @@ def export(contracts: list[Contract], at) -> tuple[list[dict], str]:
     rows = []
     for contract in contracts:
         contract.refresh_from_db()
-        rows += focus.focus_rows(ledger.read(contract, at), "gpuloans")
+        rows += focus.focus_rows(reader.read(contract, at), "gpuloans")
     data = {"columns": focus.COLUMNS,
             "rows": [[row[c] for c in focus.COLUMNS] for row in rows]}
     return rows, exports.csv_text(data)

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.db import DatabaseError, IntegrityError, transaction
 
 from loans.models import Amendment, Contract, Plan, Recommendation, Statement
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.services.ledger.amendments import amend, apply_recommendation, terminate
 from loans.services.ledger.closing import close_due_periods
 from metering.models import TenantHour
@@ -93,7 +93,7 @@ def test_late_usage_after_the_last_period_goes_on_a_corrections_statement(signed
     assert [s.period_index for s in written] == [0, 1, 2]
     assert Contract.objects.get().status == Contract.Status.ENDED
     meter("vision", MAR + timedelta(days=3), 5, gpu_prefix="LATE", at=APR + GRACE)
-    page = ledger.read(Contract.objects.get(), APR + GRACE)
+    page = ledgers.read(Contract.objects.get(), APR + GRACE)
     assert [(e.period.index, c.amount) for e, c in page.pending] == [(2, D("60.00"))]
     [final] = close(APR + timedelta(days=10))  # stated in the month it is written: April
     assert final.kind == Statement.Kind.CORRECTIONS and final.total_cost == D("60.00")
@@ -265,7 +265,7 @@ def test_a_rebuild_over_purged_days_keeps_their_rollups_and_bills_nothing_back(s
     assert recount.kept is not None and recount.kept[0] == JAN
     assert list(TenantHour.objects.order_by("hour").values_list(
         "hour", "allocated_gpu_s")) == before
-    assert ledger.read(Contract.objects.get(), MAR + timedelta(days=10)).pending == []
+    assert ledgers.read(Contract.objects.get(), MAR + timedelta(days=10)).pending == []
 
 
 def test_applying_an_accepted_recommendation_amends_from_the_next_period(
@@ -309,7 +309,7 @@ def test_every_reader_shows_the_cost_the_ledger_computes(client, signed, operato
           now=JAN + timedelta(days=20))
     with time_machine.travel(now, tick=False):
         close_due_periods(now)
-        want = ledger.read(signed, now).current.cost
+        want = ledgers.read(signed, now).current.cost
         assert want.committed_cost == D("600.00") and want.overage_cost == D("720.00")
         client.force_login(operator)
         page = client.get("/en/tenants/vision/").context["figures"]

@@ -20,7 +20,7 @@ from referencing.jsonschema import DRAFT202012
 
 from loans.models import BurstRequest, OveragePolicy
 from loans.schedulers.kubernetes import manifests
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from metering.models import AttributionRule, Cluster
 
 SCHEMAS = Path(__file__).with_name("schemas")
@@ -141,8 +141,8 @@ def test_a_held_contract_stops_its_cluster_queue_and_each_state_is_valid(
         contract, tenant, kind, budget, used, stopped, monkeypatch):
     held(contract, kind, budget)
     period = contract.period_at(timezone.now())
-    entry = ledger.live_entry(contract, period, timezone.now(), Metered(Decimal(used)))
-    monkeypatch.setattr(ledger, "period_entry", lambda *args: entry)
+    entry = ledgers.live_entry(contract, period, timezone.now(), Metered(Decimal(used)))
+    monkeypatch.setattr(ledgers, "period_entry", lambda *args: entry)
     [quota, queue] = manifests.documents(tenant, contract, timezone.now())
     check(quota)
     check(queue)

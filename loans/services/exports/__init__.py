@@ -1,7 +1,7 @@
 """Every file a finance team or a script loads from a contract's ledger, one module a format.
 
 A format is a module with NAME (the file name's suffix and the key below), COLUMNS and
-`rows(book)`: the rows of a ledger (loans.services.ledger.read.Ledger) in COLUMNS' order. The
+`rows(ledger)`: the rows of a ledger (loans.services.ledger.read.Ledger) in COLUMNS' order. The
 API (loans.api.ledger), the pages (loans.web.views) and the CSV writer below all pick a format
 from FORMATS, so a new format is one module here and one entry in FORMATS."""
 
@@ -21,10 +21,10 @@ def filename(contract: Contract, name: str) -> str:
     return f"{contract.tenant.slug}-contract-{contract.pk}-{name}.csv"
 
 
-def table(name: str, book: Ledger) -> dict:
+def table(name: str, ledger: Ledger) -> dict:
     """{"columns", "rows"} of format `name`, as the API's CSV renderers take them."""
     export = FORMATS[name]
-    return {"columns": export.COLUMNS, "rows": export.rows(book)}
+    return {"columns": export.COLUMNS, "rows": export.rows(ledger)}
 
 
 def write_csv(data: dict, out: IO[str]) -> None:

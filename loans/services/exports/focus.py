@@ -37,16 +37,16 @@ def _utc(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def focus_rows(book: Ledger, issuer: str) -> list[dict]:
+def focus_rows(ledger: Ledger, issuer: str) -> list[dict]:
     """One row per charge, as DESIGN's FOCUS mapping has it. A period's commitment is a
     Purchase (billed, no effective cost); the usage it covers is Usage rows that bill nothing
     and carry its effective cost, split into the part drawn on (Used) and the rest (Unused);
     overage is Usage at the standard (overage) price; a correction is ChargeClass Correction,
     its charge period the period it corrects, billed in the statement that carries it. Per
     statement, BilledCost and EffectiveCost each add up to its total."""
-    contract = book.contract
+    contract = ledger.contract
     out = []
-    for s in book.statements:
+    for s in ledger.statements:
         billed_in = billing_period(s, contract)
         plan = s.plan_name or contract.plan.name  # as it was named when stated
         base = {
@@ -290,6 +290,6 @@ def _shared_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:
     }
 
 
-def rows(book: Ledger) -> list[list]:
+def rows(ledger: Ledger) -> list[list]:
     """focus_rows in COLUMNS' order, the invoices issued in the name settings give."""
-    return [[row[c] for c in COLUMNS] for row in focus_rows(book, settings.INVOICE_ISSUER)]
+    return [[row[c] for c in COLUMNS] for row in focus_rows(ledger, settings.INVOICE_ISSUER)]

@@ -21,11 +21,11 @@ STATES = {"closed": "stated", "ended": "awaiting statement", "open": "open"}
 GPU_HOURS_PLACES, RATE_PLACES = 1, 4
 
 
-def rows(book: Ledger) -> list[list]:
+def rows(ledger: Ledger) -> list[list]:
     """One row a started period, in COLUMNS' order."""
-    zone = book.contract.zone
+    zone = ledger.contract.zone
     out = []
-    for row in book.entries:
+    for row in ledger.entries:
         bill, currency = bills.of_entry(row), row.terms.currency
         places = -billing.minor_unit(currency).as_tuple().exponent
         out.append([

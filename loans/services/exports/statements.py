@@ -17,18 +17,18 @@ def _iso(moment: datetime, contract: Contract) -> str:
     return moment.astimezone(contract.zone).isoformat()
 
 
-def as_json(book: Ledger) -> dict:
-    contract = book.contract
-    terms = {e.period.index: e.terms for e in book.entries}
+def as_json(ledger: Ledger) -> dict:
+    contract = ledger.contract
+    terms = {e.period.index: e.terms for e in ledger.entries}
     return {
         "contract": contract.pk, "tenant": contract.tenant.slug, "plan": contract.plan.name,
         "time_zone": contract.time_zone, "currency": contract.currency,
-        "billed_total": str(billing.money(book.billed_money, contract.currency)),
+        "billed_total": str(billing.money(ledger.billed_money, contract.currency)),
         "statements": [_statement(s, terms.get(s.period_index), contract)
-                       for s in book.statements],
+                       for s in ledger.statements],
         "pending_corrections": [
             {"period": entry.period.index + 1, **_correction_figures(c, contract.currency)}
-            for entry, c in book.pending],
+            for entry, c in ledger.pending],
     }
 
 
@@ -89,11 +89,11 @@ COLUMNS = ("statement", "kind", "period_start", "period_end", "line", "corrects_
                "gpu_hours", "rate", "amount", "currency")
 
 
-def rows(book: Ledger) -> list[list]:
+def rows(ledger: Ledger) -> list[list]:
     """One row a line of every statement, in COLUMNS' order."""
-    contract = book.contract
+    contract = ledger.contract
     rows = []
-    for s in book.statements:
+    for s in ledger.statements:
         for line in lines(s):
             rows.append([s.number, s.kind, _iso(s.period_start, contract),
                          _iso(s.period_end, contract), line.kind,

@@ -144,14 +144,14 @@ class Whole:
         return self._sum("upfront_fee")
 
 
-def whole(book) -> Whole:
-    """The whole contract as its ledger (`book`, ledger.read) bills it: each period's bill
+def whole(ledger) -> Whole:
+    """The whole contract as its ledger (loans.services.ledger.read) bills it: each period's bill
     read once, in the order of its entries."""
-    currency = book.contract.terms_for(0).currency
-    read = [of_entry(e) for e in book.entries]
-    unstated = sum((b.total for e, b in zip(book.entries, read, strict=True)
+    currency = ledger.contract.terms_for(0).currency
+    read = [of_entry(e) for e in ledger.entries]
+    unstated = sum((b.total for e, b in zip(ledger.entries, read, strict=True)
                     if e.statement is None), ZERO)
-    return Whole(currency, book.billed_money, book.pending_amount, unstated, read)
+    return Whole(currency, ledger.billed_money, ledger.pending_amount, unstated, read)
 
 
 def projected(contract_id: int, terms: Terms, period, used: Decimal, pool) -> Bill:

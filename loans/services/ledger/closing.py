@@ -21,7 +21,7 @@ from django.db import transaction
 
 from loans.maths import billing
 from loans.models import Contract, CorrectionLine, GroupStatement, SharingLine, Statement
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from loans.services.ledger import sharing
 from metering.usage import fleet
 
@@ -56,7 +56,7 @@ def close_due_periods(now: datetime, progress: Callable[[list[Statement]], None]
 def has_due(contract: Contract, now: datetime) -> bool:
     """Whether anything may be due: a period of the term or a later month has ended with its
     grace. (Whether a later month has corrections to state is known only by reading.)"""
-    return ledger.due(contract.periods()[0], now)
+    return ledgers.due(contract.periods()[0], now)
 
 
 def close_contract(contract: Contract, now: datetime) -> list[Statement]:
@@ -79,8 +79,8 @@ def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int
                       .prefetch_related("amendments").get(pk=pk))
             if member.status not in Contract.HOLDING:
                 continue
-            book = ledger.read(member, now, groups)
-            done, stated = _write_periods(member, book, now)
+            ledger = ledgers.read(member, now, groups)
+            done, stated = _write_periods(member, ledger, now)
             written += done
             if len(stated) == len(member.periods()):
                 written += _write_corrections_statement(member, now, groups)
@@ -90,19 +90,19 @@ def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int
     return written, ids
 
 
-def _write_periods(contract: Contract, book: ledger.Ledger, now: datetime
+def _write_periods(contract: Contract, ledger: ledgers.Ledger, now: datetime
                    ) -> tuple[list[Statement], dict[int, Statement]]:
     """The due period statements, and every period statement by index once they are written."""
-    stated = {e.period.index: e.statement for e in book.entries if e.statement}
-    due = [e for e in book.entries if e.statement is None and ledger.due(e.period, now)]
+    stated = {e.period.index: e.statement for e in ledger.entries if e.statement}
+    due = [e for e in ledger.entries if e.statement is None and ledgers.due(e.period, now)]
     if not due:
         return [], stated
     complete = fleet.tenant_coverage_in(contract.tenant_id,
                                         [(e.period.start, e.period.end) for e in due])
     # What each stated period has been billed, kept current through the run: a period stated
     # in this run is billed at the meter's figure, so later statements carry nothing for it.
-    billed = {e.period.index: e.billed for e in book.entries if e.statement}
-    entries = {e.period.index: e for e in book.entries}
+    billed = {e.period.index: e.billed for e in ledger.entries if e.statement}
+    entries = {e.period.index: e for e in ledger.entries}
     written = []
     for entry, coverage in zip(due, complete, strict=True):
         pending = _pending(entries, billed, before=entry.period.index)
@@ -119,8 +119,8 @@ def _write_periods(contract: Contract, book: ledger.Ledger, now: datetime
     return written, stated
 
 
-def _pending(entries: dict[int, ledger.PeriodEntry], billed: dict[int, billing.Billed], *,
-             before: int) -> list[tuple[ledger.PeriodEntry, billing.Correction]]:
+def _pending(entries: dict[int, ledgers.PeriodEntry], billed: dict[int, billing.Billed], *,
+             before: int) -> list[tuple[ledgers.PeriodEntry, billing.Correction]]:
     """Corrections of the stated periods before `before`, against what they are billed."""
     out = []
     for index, was in sorted(billed.items()):
@@ -129,7 +129,7 @@ def _pending(entries: dict[int, ledger.PeriodEntry], billed: dict[int, billing.B
     return out
 
 
-def _statement(contract: Contract, entry: ledger.PeriodEntry, coverage: fleet.Coverage,
+def _statement(contract: Contract, entry: ledgers.PeriodEntry, coverage: fleet.Coverage,
                pending: list) -> Statement:
     terms, cost, shared = entry.terms, entry.cost, entry.shared
     corrections = sum((c.amount for _e, c in pending), ZERO)
@@ -173,7 +173,7 @@ def _lines(statement: Statement, pending: list, stated: dict[int, Statement]) ->
         for entry, c in pending)
 
 
-def _sharing_lines(statement: Statement, entry: ledger.PeriodEntry) -> None:
+def _sharing_lines(statement: Statement, entry: ledgers.PeriodEntry) -> None:
     shared = entry.shared
     if shared is None:
         return
@@ -195,7 +195,7 @@ def _write_group_statements(groups: sharing.Groups, written: list[Statement]) ->
                 and s.kind == Statement.Kind.PERIOD]
         if not rows or len(mine) != len(members):
             continue
-        shared = groups.worked[(group_id, start)]
+        shared = groups.sharing[(group_id, start)]
         committed = sum((s.committed_cost for s in mine), ZERO)
         overage = sum((s.overage_cost for s in mine), ZERO)  # left after sharing
         group = GroupStatement.objects.create(
@@ -211,14 +211,14 @@ def _write_corrections_statement(contract: Contract, now: datetime,
                                  groups: sharing.Groups | None = None) -> list[Statement]:
     """After the last period and its grace: the corrections pending, on a statement labelled
     with the anniversary month it is written in (as FOCUS bills it), one such month at most."""
-    book = ledger.read(contract, now, groups)
-    pending = book.pending
-    if not pending or not ledger.due(contract.periods()[-1], now):
+    ledger = ledgers.read(contract, now, groups)
+    pending = ledger.pending
+    if not pending or not ledgers.due(contract.periods()[-1], now):
         return []
     month = month_of(contract, now)
-    if any(s.period_index >= month.index for s in book.statements):
+    if any(s.period_index >= month.index for s in ledger.statements):
         return []  # this month's is written: the next month's carries what came since
-    terms = book.entries[-1].terms
+    terms = ledger.entries[-1].terms
     corrections = sum((c.amount for _e, c in pending), ZERO)
     statement = Statement.objects.create(
         contract=contract, kind=Statement.Kind.CORRECTIONS, period_index=month.index,
@@ -230,7 +230,7 @@ def _write_corrections_statement(contract: Contract, now: datetime,
         corrections_cost=corrections, total_cost=corrections, currency=terms.currency,
         plan_name=contract.plan.name,
         completeness=Decimal(1))
-    _lines(statement, pending, {s.period_index: s for s in book.statements})
+    _lines(statement, pending, {s.period_index: s for s in ledger.statements})
     return [statement]
 
 

@@ -16,7 +16,7 @@ from loans.maths.figures import PeriodFigures, PeriodGlance, period_figures, per
 from loans.maths.forecast import CALIBRATION
 from loans.models import Contract, Tenant
 from loans.services.ledger import forecasting
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 from metering import usage
 
 
@@ -36,14 +36,14 @@ def started_periods(contract: Contract, now: datetime) -> list[billing.Period]:
 
 
 def figures(contract: Contract, period: billing.Period, now: datetime,
-            entry: ledger.PeriodEntry | None = None) -> PeriodFigures:
+            entry: ledgers.PeriodEntry | None = None) -> PeriodFigures:
     """One period's figures, priced with the terms in force at its start, at the usage the
     ledger reads for it (its entry, when the caller has read the ledger); the weeks before it
     feed the forecast where the contract ran."""
     hours = usage.tenant_hours(contract.tenant_id, _history_start(contract, period),
                          min(now, period.end))
     if entry is None:
-        entry = ledger.period_entry(contract, period, now)
+        entry = ledgers.period_entry(contract, period, now)
     return _figures(contract, period, now, entry, hours)
 
 
@@ -60,7 +60,7 @@ def glances_of(pairs: list[tuple[Contract, billing.Period]], now: datetime
     out = {}
     for (contract, period), (metered, week) in zip(pairs, usage.nested_totals(spans),
                                                    strict=True):
-        entry = ledger.live_entry(contract, period, now, metered)
+        entry = ledgers.live_entry(contract, period, now, metered)
         out[contract.pk] = period_glance(
             period=period, terms=entry.terms, now=now,
             history_start=contract.periods()[0].start, metered=(entry.metered, entry.busy),

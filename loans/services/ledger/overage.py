@@ -11,7 +11,7 @@ from django.utils.translation import gettext as _
 
 from loans.maths import admission, billing
 from loans.models import Contract, OveragePolicy
-from loans.services.ledger import read as ledger
+from loans.services.ledger import read as ledgers
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Described:
 
 
 def admission_state(contract: Contract, kind: str, budget: Decimal | None, at: datetime,
-                    entry: ledger.PeriodEntry | None = None) -> str | None:
+                    entry: ledgers.PeriodEntry | None = None) -> str | None:
     """Where the contract's period at `at` stands against its commitment and policy, as the
     ledger meters it (the Kueue hold and the pages read it; `entry`: that period's, where
     the caller has read the ledger)."""
@@ -34,14 +34,14 @@ def admission_state(contract: Contract, kind: str, budget: Decimal | None, at: d
     if period is None:
         return None
     if entry is None or entry.period.index != period.index:
-        entry = ledger.period_entry(contract, period, at)
+        entry = ledgers.period_entry(contract, period, at)
     return admission.state(used_gpu_hours=entry.metered,
                            committed_gpu_hours=entry.terms.committed_gpu_hours,
                            overage_cost=entry.terms.cost(entry.metered).overage_cost,
                            policy=kind, budget=budget)
 
 
-def describe(contract: Contract, at: datetime, entry: ledger.PeriodEntry | None = None
+def describe(contract: Contract, at: datetime, entry: ledgers.PeriodEntry | None = None
              ) -> Described:
     """The policy in force at `at`, what it means in GPU-hours this period and where the
     period stands; `entry`: the ledger's entry of the period at `at`, where the caller has
@@ -70,7 +70,7 @@ def holds_now(contract: Contract, kind: str, budget: Decimal | None, now: dateti
     period = contract.period_at(now)
     if period is None:
         return None
-    entry = ledger.period_entry(contract, period, now)
+    entry = ledgers.period_entry(contract, period, now)
     spent = entry.terms.cost(entry.metered).overage_cost
     if admission_state(contract, kind, budget, now, entry) != admission.HELD:
         return None

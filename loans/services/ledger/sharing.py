@@ -26,7 +26,7 @@ class Groups:
     far, by (group id, period start): the members of one close share one read."""
 
     rows: list[SharingMember] = field(default_factory=list)
-    worked: dict[tuple[int, datetime], dict[int, maths.Shared]] = field(default_factory=dict)
+    sharing: dict[tuple[int, datetime], dict[int, maths.Shared]] = field(default_factory=dict)
     members: dict[tuple[int, datetime], list[maths.Member]] = field(default_factory=dict)
 
     def group_at(self, contract_id: int, instant: datetime) -> int | None:
@@ -73,7 +73,7 @@ def work_out(groups: Groups, pairs: list[tuple[int, billing.Period]], now: datet
     one query."""
     todo = {}
     for group_id, period in pairs:
-        if (group_id, period.start) not in groups.worked:
+        if (group_id, period.start) not in groups.sharing:
             todo[(group_id, period.start)] = (group_id, period)
     if not todo:
         return
@@ -91,14 +91,14 @@ def work_out(groups: Groups, pairs: list[tuple[int, billing.Period]], now: datet
             rows.append(maths.Member(member.pk, member.terms_for(index),
                                      billing.gpu_hours(metered.allocated_gpu_hours)))
         currency = rows[0].terms.currency if rows else "CNY"
-        groups.worked[key], groups.members[key] = maths.share(rows, currency), rows
+        groups.sharing[key], groups.members[key] = maths.share(rows, currency), rows
 
 
 def shared(groups: Groups, contract_id: int, period: billing.Period) -> maths.Shared | None:
     group_id = groups.group_at(contract_id, period.start)
     if group_id is None:
         return None
-    return groups.worked[(group_id, period.start)][contract_id]
+    return groups.sharing[(group_id, period.start)][contract_id]
 
 
 # Joining and leaving.
