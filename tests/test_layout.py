@@ -342,3 +342,15 @@ def test_every_access_rule_is_in_access_py():
     found = [hit for folder in ("loans", "config", "core", "metering") for path in modules(folder)
              if str(path.relative_to(ROOT)) not in ROLE_HOMES for hit in role_tests_in(path)]
     assert found == []
+
+
+def test_the_tests_mirror_the_code():
+    """A test module of an app sits in the folder of what it tests (tests/loans/services/ledger
+    tests loans/services/ledger): a reader finds one from the other."""
+    strays = []
+    for app in ("loans", "metering", "agent"):
+        for path in sorted((ROOT / "tests" / app).rglob("test_*.py")):
+            folder = path.parent.relative_to(ROOT / "tests")
+            if not (ROOT / folder).is_dir():
+                strays.append(str(path.relative_to(ROOT)))
+    assert strays == []

@@ -30,10 +30,10 @@ SLOW_MODULES = {
     "tests/reliability/test_proxy.py", "tests/reliability/test_faults.py",
     "tests/reliability/test_load.py", "tests/reliability/test_broker.py",
     "tests/reliability/test_demo_settings.py", "tests/reliability/test_api_fuzz.py",
-    "tests/metering/test_ingest_fuzz.py", "tests/metering/test_migration_lean_samples.py",
+    "tests/metering/intake/test_ingest_fuzz.py", "tests/metering/test_migration_lean_samples.py",
     "tests/agent/test_delivery.py", "tests/agent/test_independence.py",
-    "tests/agent/test_podresources_stubs.py", "tests/agent/test_slurm.py",
-    "tests/agent/test_kubelet.py", "tests/loans/test_focus_validator.py",
+    "tests/agent/holders/test_podresources_stubs.py", "tests/agent/holders/test_slurm.py",
+    "tests/agent/holders/test_kubelet.py", "tests/loans/services/exports/test_focus_validator.py",
 }
 # Single tests that fuzz or walk every form.
 SLOW_TESTS = {

@@ -15,7 +15,7 @@ from loans.services.ledger import sharing
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, Node
 from tests.browser.test_dashboard_in_a_browser import log_in
-from tests.loans.test_bursts import pool  # noqa: F401
+from tests.loans.services.test_bursts import pool  # noqa: F401
 from tests.story import NOW
 
 pytestmark = pytest.mark.browser

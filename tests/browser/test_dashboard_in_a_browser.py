@@ -12,7 +12,7 @@ from loans.services.ledger import read as ledgers
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, GpuHour
 from tests.conftest import PASSWORD
-from tests.loans.test_bursts import pool  # noqa: F401
+from tests.loans.services.test_bursts import pool  # noqa: F401
 from tests.story import NOW
 
 pytestmark = pytest.mark.browser

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 
 from loans.models import Plan
 from tests.browser.test_dashboard_in_a_browser import log_in
-from tests.loans.test_first_commitment import catalogue, hourly_csv  # noqa: F401
+from tests.loans.services.advice.test_first_commitment import catalogue, hourly_csv  # noqa: F401
 
 pytestmark = pytest.mark.browser
 

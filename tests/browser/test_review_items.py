@@ -19,7 +19,7 @@ from loans.services.ledger.closing import close_due_periods
 from tests.browser.test_dashboard_in_a_browser import ask_backwards, log_in
 from tests.browser.test_first_commitment_page import send_gappy_history
 from tests.browser.test_phone import PHONE
-from tests.loans.test_pages import report_one_minute
+from tests.loans.web.test_pages import report_one_minute
 from tests.story import NOW
 from tests.test_admin import MOMENT, fleet, stray_usage  # noqa: F401
 

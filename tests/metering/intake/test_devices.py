@@ -24,8 +24,8 @@ from metering.models import (
     UsageSample,
 )
 from metering.services import reported_by
-from tests.loans.test_api import api, bearer
-from tests.metering.test_ingest_api import minute, post, sample
+from tests.loans.api.test_api import api, bearer
+from tests.metering.intake.test_ingest_api import minute, post, sample
 
 
 @pytest.fixture

@@ -28,8 +28,8 @@ from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.conftest import make_user
 from tests.ledger import FEB, GRACE, JAN, long_retention, meter  # noqa: F401
-from tests.loans import test_sharing_ledger as ledger_test
-from tests.loans.test_sharing_fair import close, grouped, signed
+from tests.loans.services.ledger import test_sharing_ledger as ledger_test
+from tests.loans.services.ledger.test_sharing_fair import close, grouped, signed
 from tests.tiers import examples
 
 D = Decimal

@@ -1,6 +1,6 @@
 """The quota manifests (quota_manifests) are what Kubernetes and Kueue accept: each document
-validated against the published ResourceQuota and ClusterQueue schemas (tests/loans/schemas),
-unknown fields refused as `kubectl apply --validate=strict` refuses them, and the
+validated against the published ResourceQuota and ClusterQueue schemas (schemas/ beside this
+file), unknown fields refused as `kubectl apply --validate=strict` refuses them, and the
 ClusterQueue CRD's own CEL rules checked."""
 
 import copy

@@ -15,7 +15,7 @@ from agent.holders.slurm import SlurmSource
 from agent.holders.slurm_records import SlurmRecordsSource, parse
 from agent.readings import Reading
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "slurm"
+DEPLOY = Path(__file__).resolve().parents[3] / "deploy" / "slurm"
 
 
 def run(script: str, folder: Path, **env: str) -> subprocess.CompletedProcess:

@@ -45,11 +45,11 @@ from metering import partitions
 from metering.intake.ingest import forget_gpus
 from tests.conftest import make_user
 from tests.ledger import FEB, GRACE, JAN, MAR, attribute, long_retention, meter  # noqa: F401
-from tests.loans import test_ledger_invariants as invariants
+from tests.loans.services.ledger import test_ledger_invariants as invariants
 from tests.tiers import examples
 
 D = Decimal
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 APR = JAN.replace(month=4)
 VALIDATOR_DEFECTS = {
     "CommitmentDiscountStatus-C-000-C", "CommitmentDiscountStatus-C-002-C",

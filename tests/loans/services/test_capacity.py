@@ -18,8 +18,8 @@ from loans.schedulers.kubernetes import manifests
 from loans.services import bursts
 from loans.services.ledger.amendments import terminate
 from metering.models import AttributionRule, Gpu, Node
-from tests.loans.test_bursts import act, ask
-from tests.metering.test_ingest_api import post, sample
+from tests.loans.services.test_bursts import act, ask
+from tests.metering.intake.test_ingest_api import post, sample
 from tests.tiers import examples
 
 H100 = "NVIDIA H100 80GB HBM3"

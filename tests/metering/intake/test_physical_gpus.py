@@ -17,7 +17,7 @@ from metering.intake.ingest import forget_gpus
 from metering.models import Cluster, DeviceRefusal, Gpu, GpuHour, Node, TenantHour, UsageSample
 from metering.usage import fleet
 from tests.helpers import assert_rollups_equal_a_recount
-from tests.metering.test_ingest_api import iso, minute, post, sample
+from tests.metering.intake.test_ingest_api import iso, minute, post, sample
 
 HOUR = timedelta(hours=1)
 
