@@ -8,6 +8,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The suite runs on PostgreSQL (the production database) and again on SQLite (the embedded one).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/gpuloans
+# Test processes a pass runs on (pytest-xdist): this machine's two cores. The tests give each
+# worker its own Redis databases for two (tests/helpers.py: redis_url).
+WORKERS ?= 2
 
 CHROMIUM := /usr/bin/chromium
 
@@ -53,9 +56,15 @@ debian:
 # serve the same code whatever the database (tests/tiers.py sets the markers). The hypothesis
 # tests run their full examples on PostgreSQL and a tenth of them on SQLite, where what they
 # look for is a difference of database, not another history.
+# Each pass runs on WORKERS processes (pytest-xdist; one a core here), a module's tests on one
+# worker (its Slurm or server starts once); the few tests that must have the machine to
+# themselves (the `serial` tier) run alone after the PostgreSQL pass.
 test: lint debian focus-validator
-	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci
+	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci \
+	  -n $(WORKERS) --dist loadfile -m "not serial"
+	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci -m serial
 	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest --hypothesis-profile=dev \
+	  -n $(WORKERS) --dist loadfile \
 	  -m "not postgresql and not nodb and not browser and not slurm and not server"
 
 # The quick tier: no browser, Slurm, server, Celery process or fuzz, and a tenth of the
@@ -63,7 +72,7 @@ test: lint debian focus-validator
 quick: install-dev
 	$(BIN)/ruff check .
 	DEBUG=1 DATABASE_URL=sqlite:///:memory: $(BIN)/pytest -q --hypothesis-profile=dev \
-	  -m "not postgresql and not slow"
+	  -n $(WORKERS) -m "not postgresql and not slow"
 
 # Ingestion throughput against raw COPY and a DRF baseline (PostgreSQL; see bench/ingest.py).
 bench-ingest: install-dev

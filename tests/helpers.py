@@ -1,5 +1,6 @@
 """Checks and helpers shared by the tests."""
 
+import os
 import socket
 
 import pytest
@@ -36,6 +37,20 @@ def assert_rollups_equal_a_recount() -> None:
         assert row.sample_count == sums.sample_count, key
         assert row.peak_gpus == pytest.approx(sums.peak_gpus, abs=1e-9), key
         assert row.reported_s == pytest.approx(sums.reported_s, abs=1e-9), key
+
+
+def worker() -> int:
+    """This process's number among pytest-xdist's workers (gw0, gw1: make test and make quick
+    run one a core); 0 without xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+
+
+def redis_url(db: int) -> str:
+    """A Redis database of this worker's own: `db` for the first worker, db + 4 (mod 16) for
+    the second, so two workers never flush or share each other's queues (the application's
+    own databases, 0 to 2, are never used)."""
+    return f"redis://127.0.0.1:6379/{(db + 4 * worker()) % 16}"
 
 
 def free_port() -> int:

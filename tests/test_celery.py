@@ -14,9 +14,10 @@ from celery import Celery
 from django.db import connection
 
 from metering.models import Gpu, Node, TenantHour, UsageSample
+from tests.helpers import redis_url
 
 ROOT = Path(__file__).resolve().parent.parent
-REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+REDIS_URL = os.environ.get("TEST_REDIS_URL") or redis_url(15)
 T0 = datetime(2026, 11, 29, 10, tzinfo=UTC)
 
 

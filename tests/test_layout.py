@@ -3,6 +3,7 @@ every import statement of every module, function-local ones included. A module t
 a rule fails here with the line that does."""
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,16 @@ def modules(folder: str) -> list[Path]:
                   if "migrations" not in p.parts and "_pb2" not in p.name)
 
 
+def parsed(path: Path) -> ast.Module:
+    """The file's syntax tree, each text parsed once a run (the rules read every file)."""
+    return _parse(path.read_text(), str(path))
+
+
+@functools.cache
+def _parse(text: str, name: str) -> ast.Module:
+    return ast.parse(text, name)
+
+
 def is_module(dotted: str) -> bool:
     """A module or package of the tree (generated ones too): `from package import module`
     reads the module, not what the package's __init__ gives."""
@@ -37,7 +48,7 @@ def is_module(dotted: str) -> bool:
 def imports(path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import in the file, resolved to absolute names."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -138,6 +149,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
     """Every module of the apps and the configuration, with the project modules it imports
     (an import of a name inside a module counts as an import of that module)."""
@@ -260,7 +272,7 @@ def test_slurm_accounting_is_read_in_one_place():
         for path in modules(folder):
             if path.is_relative_to(home):
                 continue
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
                         node.value.startswith("gres/gpu") or "gres/gpu(" in node.value):
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.value[:40]!r}")
@@ -273,7 +285,7 @@ def test_services_import_at_the_top():
     local = []
     for folder in ("loans/services", "loans/maths", "metering/usage"):
         for path in modules(folder):
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                     local += [f"{path.relative_to(ROOT)}:{inner.lineno}"
                               for inner in ast.walk(node)
@@ -287,7 +299,7 @@ WRITES = {"create", "bulk_create", "bulk_update", "update", "delete", "get_or_cr
 
 def writes_in(path: Path) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr in WRITES:
             receiver = node.func.value
@@ -326,7 +338,7 @@ ROLE_HOMES = ("loans/access.py", "core/roles.py", "core/api.py")
 
 def role_tests_in(path: Path) -> list[str]:
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         name = (node.func.id if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                 else node.attr if isinstance(node, ast.Attribute)
                 and isinstance(node.ctx, ast.Load) else None)

@@ -4,6 +4,8 @@
   quick` leaves these out.
 - `nodb`: touches no database (pytest-django would refuse it one), so it cannot differ between
   PostgreSQL and SQLite and runs on the PostgreSQL pass only.
+- `serial`: must have the machine to itself (restarts PostgreSQL, loads both cores, times
+  clients); make test runs these alone, after the rest has run on both cores (pytest-xdist).
 - `browser`, `slurm`, `server`: which real outside part the test starts; they serve the same code
   whatever the database, so the SQLite pass leaves them out too.
 
@@ -34,6 +36,13 @@ SLOW_MODULES = {
     "tests/agent/test_delivery.py", "tests/agent/test_independence.py",
     "tests/agent/holders/test_podresources_stubs.py", "tests/agent/holders/test_slurm.py",
     "tests/agent/holders/test_kubelet.py", "tests/loans/services/exports/test_focus_validator.py",
+}
+# Modules that must have the machine to themselves: one restarts PostgreSQL under every other
+# session, one loads both cores for a minute, one times slow clients against gunicorn. make
+# test runs them after the parallel pass, one at a time.
+SERIAL_MODULES = {
+    "tests/reliability/test_faults.py", "tests/reliability/test_load.py",
+    "tests/reliability/test_proxy.py",
 }
 # Single tests that fuzz or walk every form.
 SLOW_TESTS = {
@@ -69,5 +78,7 @@ def mark_tiers(items: list) -> None:
         if parts or module in SLOW_MODULES or item.originalname in SLOW_TESTS \
                 or module.startswith("tests/browser/"):
             item.add_marker(pytest.mark.slow)
+        if module in SERIAL_MODULES:
+            item.add_marker(pytest.mark.serial)
         if not (names & DATABASE_FIXTURES or item.get_closest_marker("django_db")):
             item.add_marker(pytest.mark.nodb)

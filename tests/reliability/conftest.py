@@ -16,10 +16,10 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from tests.helpers import free_port
+from tests.helpers import free_port, redis_url
 
 ROOT = Path(__file__).resolve().parents[2]
-REDIS_URL = "redis://127.0.0.1:6379/9"
+REDIS_URL = redis_url(9)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from metering.models import Node
 from tests.conftest import PASSWORD
+from tests.helpers import redis_url
 
 
 def redis_cache(url: str) -> dict:
@@ -19,7 +20,7 @@ def redis_cache(url: str) -> dict:
                         "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1}}}
 
 
-LIVE = "redis://127.0.0.1:6379/8"
+LIVE = redis_url(8)
 AWAY = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
 
