@@ -9,36 +9,24 @@ from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from loans.access import contract_for_user, require
+from loans.api.renderers import TableCSVRenderer
 from loans.models import Amendment, Contract
 from loans.services import exports
 from loans.services.exports import statements
 from loans.services.ledger import amendments
 from loans.services.ledger import read as ledgers
 
-
-class _CSV(BaseRenderer):
-    """Rows under a header, as a spreadsheet reads them (`data` is {"columns", "rows"})."""
-
-    media_type = "text/csv"
-    charset = "utf-8"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
-        if isinstance(data, dict) and "columns" in data:
-            return exports.csv_text(data).encode()
-        return b""
-
-
 # `?format=` of the statements endpoint: each a format of loans.services.exports ("csv", the
 # first, is one row a statement line).
 CSV_FORMATS = {"csv": "statements", "focus": "focus"}
-CSV_RENDERERS = [type(f"{name.title()}CSVRenderer", (_CSV,), {"format": fmt})
+CSV_RENDERERS = [type(f"{name.title()}CSVRenderer", (TableCSVRenderer,), {"format": fmt})
                  for fmt, name in CSV_FORMATS.items()]
 
 
