@@ -18,8 +18,10 @@ from jsonschema.exceptions import ValidationError
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from loans import schedulers
 from loans.models import BurstRequest, OveragePolicy
 from loans.schedulers.kubernetes import manifests
+from loans.schedulers.protocol import Change
 from loans.services.ledger import read as ledgers
 from metering.models import AttributionRule, Cluster
 
@@ -147,3 +149,25 @@ def test_a_held_contract_stops_its_cluster_queue_and_each_state_is_valid(
     check(quota)
     check(queue)
     assert queue["spec"].get("stopPolicy") == ("Hold" if stopped else None)
+
+
+@pytest.mark.parametrize("kind, used, said", [
+    ("hold", "1000", " (held)"), ("allow", "5000", ""),
+])
+def test_the_kubernetes_enforcer_says_each_tenants_manifests_as_changes_made_by_hand(
+        contract, tenant, other_tenant, kind, used, said, monkeypatch):
+    """loans.schedulers' Kubernetes enforcer: one change a tenant with a contract running (the
+    other tenant has none), its namespace, quota and hold as the manifests carry them, and no
+    command (the cluster's operators apply the manifests)."""
+    held(contract, kind)
+    period = contract.period_at(timezone.now())
+    entry = ledgers.live_entry(contract, period, timezone.now(), Metered(Decimal(used)))
+    monkeypatch.setattr(ledgers, "period_entry", lambda *args: entry)
+    [quota, _queue] = manifests.documents(tenant, contract, timezone.now())
+    enforcer = schedulers.for_kind("kubernetes")
+    changes = enforcer.apply(0, "k8s", at=timezone.now(), dry_run=False)
+    gpus = quota["spec"]["hard"][f"requests.{manifests.GPU}"]
+    assert changes == [Change(
+        account=quota["metadata"]["namespace"], tenant_id=tenant.pk, command=(),
+        what=f"ResourceQuota {manifests.GPU} {gpus}; ClusterQueue {tenant.slug}{said}")]
+    assert schedulers.for_kind("plain") is None
