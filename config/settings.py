@@ -167,6 +167,7 @@ MIDDLEWARE = [
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
+    "config.nul.RefuseNul",  # after the locale: the refusal is said in the reader's language
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -397,6 +398,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's own parsers, the JSON one refusing NUL (config/nul.py).
+    "DEFAULT_PARSER_CLASSES": ["config.nul.TextJSONParser",
+                               "rest_framework.parsers.FormParser",
+                               "rest_framework.parsers.MultiPartParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "config.negotiation.OperatorsBrowse",
     "DEFAULT_PAGINATION_CLASS": "core.pagination.CappedPages",
