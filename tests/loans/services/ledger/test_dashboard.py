@@ -115,7 +115,8 @@ def test_a_past_period_is_picked_by_number_or_by_a_date_inside_it(
     ("?period=0", "Period 0 has not started"),
     ("?period=2027-05-01", "2027-05-01 is in no period of this contract that has started"),
     ("?period=yesterday", "period must be a period number, a date (YYYY-MM-DD)"),
-    ("?period=%00%ff", "period must be a period number"),
+    ("?period=%ff", "period must be a period number"),
+    ("?period=%00%ff", "Text may not contain the NUL character"),
 ])
 def test_a_period_that_is_not_there_is_a_clear_400(client, lead, contract, metered, query,
                                                     message):
