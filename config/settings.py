@@ -329,11 +329,15 @@ SLURM_MISMATCH_MIN_GPU_HOURS = env_int("SLURM_MISMATCH_MIN_GPU_HOURS", 1)
 # Who issues the statements: the InvoiceIssuerName and ProviderName of the FOCUS export.
 INVOICE_ISSUER = env_str("INVOICE_ISSUER", "gpuloans")
 RAW_RETENTION_DAYS = env_int("RAW_RETENTION_DAYS", 35, minimum=1)
+# How far back a node's samples are accepted (and never before the node was registered): the
+# agent's spool keeps batches as long (gpuloans-agent --spool-max-age-days).
+BACKFILL_HORIZON_DAYS = env_int("BACKFILL_HORIZON_DAYS", 7, minimum=1)
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024)
 INGEST_MAX_SAMPLES = env_int("INGEST_MAX_SAMPLES", 5000, minimum=1)
 INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per node; 0: no limit
-# Unknown or revoked node tokens a client address may send in a minute before every request
-# from it is answered 429 for the rest of the minute (token guessing); 0: no limit.
+# Unknown or revoked node tokens a client address may send in a minute before its unknown
+# tokens answer 429 for the rest of the minute (token guessing; valid tokens from the address
+# are not refused); 0: no limit.
 INGEST_UNKNOWN_TOKENS_PER_MINUTE = env_int("INGEST_UNKNOWN_TOKENS_PER_MINUTE", 20)
 # History files one user may have read on the advice pages in a minute; 0: no limit.
 ADVICE_UPLOADS_PER_MINUTE = env_int("ADVICE_UPLOADS_PER_MINUTE", 6)

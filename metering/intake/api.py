@@ -49,18 +49,18 @@ def _throttled(node: Node) -> int:
     return 0
 
 
-def _guessing(address: str, failed: bool = False) -> int:
-    """Seconds to wait when this address sent too many unknown tokens this minute, else 0;
-    `failed` counts one more. While it waits every request from it is refused before its
-    token is looked at, so a guess that happens to be right cannot be told apart."""
+def _guessing(address: str) -> int:
+    """Counts one more unknown token from this address this minute; returns the seconds to
+    wait when it has sent too many, else 0. Only unknown tokens are refused for it: a node
+    with a valid token is never throttled because others' tokens failed from its address (a
+    shared NAT, a cluster user on the node), and tokens are 256 random bits, so a guess
+    cannot come right."""
     limit = settings.INGEST_UNKNOWN_TOKENS_PER_MINUTE
     if not limit:
         return 0
     key = f"ingest-unknown:{address}:{int(time.time() // 60)}"
-    if failed:
-        cache.add(key, 0, timeout=120)
-        cache.incr(key)
-    if (cache.get(key) or 0) >= limit + (1 if failed else 0):
+    cache.add(key, 0, timeout=120)
+    if cache.incr(key) > limit:
         return 60 - int(time.time() % 60)
     return 0
 
@@ -113,14 +113,13 @@ def _store_batch(request: HttpRequest) -> HttpResponse | Result:
     declared = request.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         return _refuse(413, too_big)
-    address = client_ip(request)
-    wait = _guessing(address)
-    if wait:
-        return _refuse(429, "too many unknown tokens from this address", Retry_After=str(wait))
     try:
         node = node_for_token(token)
         if node is None:
-            _guessing(address, failed=True)
+            wait = _guessing(client_ip(request))
+            if wait:
+                return _refuse(429, "too many unknown tokens from this address",
+                               Retry_After=str(wait))
             return _refuse(401, "unknown or revoked node token", WWW_Authenticate="Bearer")
         wait = _throttled(node)
         if wait:
