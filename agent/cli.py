@@ -135,6 +135,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--spool-max-mb", type=float, default=100.0,
                    help="the spool's size; past it the oldest batches go first and are "
                         "reported as dropped (default 100)")
+    p.add_argument("--spool-max-age-days", type=float, default=7.0,
+                   help="batches older than this are given up and reported as dropped: the "
+                        "server refuses samples past its back-fill horizon "
+                        "(BACKFILL_HORIZON_DAYS; default 7)")
     p.add_argument("--once", action="store_true", help="print one batch as JSON and exit")
     p.add_argument("--check", action="store_true", help="check the token and server, then exit")
     p.add_argument("--version", action="version", version=__version__)
@@ -178,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     except CollectorError as error:
         raise SystemExit(f"gpuloans-agent: {error}") from None
     try:
-        spool = Spool(args.spool_dir, int(args.spool_max_mb * 1024 * 1024))
+        spool = Spool(args.spool_dir, int(args.spool_max_mb * 1024 * 1024),
+                      max_age_s=args.spool_max_age_days * 86400)
     except OSError as error:
         raise SystemExit(f"gpuloans-agent: cannot use the spool directory: {error}") from None
     agent = Agent(collector, spool, client, poll_s=args.poll, interval_s=args.interval,

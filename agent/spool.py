@@ -1,8 +1,9 @@
 """The disk spool: every batch is written here before it is sent and removed only after the
 server accepted it, so a crash, a reboot, a network cut or a server outage loses nothing.
 
-Bounded in size: when full, the oldest batches go first, and the samples they held are counted
-(kept across restarts) and reported to the server as `dropped_samples`.
+Bounded in size and in age: when full, the oldest batches go first, and batches older than
+the server's back-fill horizon (which would be refused) are given up; the samples they held
+are counted (kept across restarts) and reported to the server as `dropped_samples`.
 """
 
 import json
@@ -15,8 +16,9 @@ STATE = "state.json"
 
 
 class Spool:
-    def __init__(self, folder: Path, max_bytes: int = 100 * 1024 * 1024):
-        self.folder, self.max_bytes = Path(folder), max_bytes
+    def __init__(self, folder: Path, max_bytes: int = 100 * 1024 * 1024,
+                 max_age_s: float = 7 * 86400):
+        self.folder, self.max_bytes, self.max_age_s = Path(folder), max_bytes, max_age_s
         self.folder.mkdir(parents=True, exist_ok=True)
         for partial in self.folder.glob("*.tmp"):  # a write cut short by a crash
             partial.unlink(missing_ok=True)
@@ -62,7 +64,8 @@ class Spool:
     def _trim(self) -> None:
         batches = self.pending()
         total = sum(p.stat().st_size for p in batches)
-        while batches and total > self.max_bytes:
+        expired = time.time_ns() - int(self.max_age_s * 1e9)
+        while batches and (total > self.max_bytes or _written_ns(batches[0]) < expired):
             oldest = batches.pop(0)
             total -= oldest.stat().st_size
             self.dropped += len(self.load(oldest) or [])
@@ -80,3 +83,8 @@ class Spool:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(partial, path)
+
+
+def _written_ns(batch: Path) -> int:
+    """When the batch was written: its name begins with the time in nanoseconds."""
+    return int(batch.name.split("-", 1)[0])

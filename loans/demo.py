@@ -151,8 +151,10 @@ def seed(
     if horizon is not None and horizon > start:
         start = min(end, ceil_hour(horizon))
     count = _write(_fleet_samples(start, end, zone), _attribution())
-    # The demo's GPUs have been reporting since its history began.
+    # The demo's nodes and GPUs have been reporting since its history began (intake accepts a
+    # node's samples only from its registration: the simulated agents' late ones too).
     Gpu.objects.filter(first_seen_at__gt=history_start).update(first_seen_at=history_start)
+    Node.objects.filter(created_at__gt=history_start).update(created_at=history_start)
     log(f"usage: {count} hourly samples offered (those already stored are kept)")
     log("rollups: recounting from the samples")
     rebuild_rollups(start, end)

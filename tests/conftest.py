@@ -1,7 +1,7 @@
 """The actors of every test: a lead and a member of one tenant, the lead of another (the
 outsider), and an operator; plus a plan and an active contract."""
 
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -15,6 +15,7 @@ from django.utils import translation
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
 from metering.intake.ingest import forget_gpus
+from metering.models import Node
 from tests.slurm import Slurm
 from tests.tiers import mark_tiers, register_profiles
 
@@ -39,6 +40,28 @@ def _fast_password_hashing(settings):
     """The tests make many users; production's slow hash would cost a second for every few.
     The hash in production is Django's default (PBKDF2), which tests/test_settings.py checks."""
     settings.PASSWORD_HASHERS = FAST_HASHERS
+
+
+NODES_REGISTERED = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _nodes_registered_long_ago(monkeypatch):
+    """A node a test makes was registered long ago (NODES_REGISTERED), as the demo's are set
+    back: most tests post history, some of it in 2026's first months, which intake accepts
+    only from a node's registration (DESIGN.md, "Trust"). The tests of that rule give a node
+    its `created_at`."""
+    # Django reads a field's default through its cached _get_default.
+    monkeypatch.setattr(Node._meta.get_field("created_at"), "_get_default",
+                        lambda: NODES_REGISTERED)
+
+
+@pytest.fixture(autouse=True)
+def _history_within_the_horizon(settings):
+    """Tests post history late on purpose (late data of closed periods, a month posted at
+    once): the back-fill horizon reaches as far as raw retention. The tests of the horizon
+    (tests/metering/intake/test_trust.py) set the default, 7 days."""
+    settings.BACKFILL_HORIZON_DAYS = 3650
 
 
 @pytest.fixture(autouse=True)

@@ -84,6 +84,17 @@ def test_seed_demo_tells_the_four_stories_and_prints_the_logins(db):
     assert unattributed.allocated_gpu_hours > 0
 
 
+def test_seed_demo_sets_its_nodes_registration_back_to_its_history(db, monkeypatch):
+    """Intake accepts a node's samples only from its registration; the demo writes its history
+    directly, so its nodes are registered when that history begins (they were registered at
+    the time of seeding, after every sample the simulated agents would send late)."""
+    monkeypatch.undo()  # nodes registered when made, as on a fresh install
+    run("seed_demo", "--days", "7")
+    first = UsageSample.objects.order_by("ts").values_list("ts", flat=True).first()
+    assert Node.objects.exists()
+    assert all(node.created_at <= first for node in Node.objects.all())
+
+
 def test_seed_demo_run_twice_changes_nothing_and_rollups_equal_a_recount(db):
     run("seed_demo", "--days", "7")
     counts = (UsageSample.objects.count(), TenantHour.objects.count(), GpuHour.objects.count(),

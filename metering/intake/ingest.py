@@ -37,9 +37,22 @@ class Result:
                 "rejected": self.rejected}
 
 
+def oldest(node: Node, now: datetime) -> protocol.Oldest:
+    """The earliest time the node's samples may start (DESIGN.md, "Trust"): not before raw
+    retention, not past the back-fill horizon, and not before the node was registered, so a
+    new token cannot fill the past. A rule of intake only: stored usage is never recounted."""
+    horizon = settings.BACKFILL_HORIZON_DAYS
+    return max(
+        protocol.Oldest(now - timedelta(days=settings.RAW_RETENTION_DAYS),
+                        "older than raw retention"),
+        protocol.Oldest(now - timedelta(days=horizon),
+                        f"older than the back-fill horizon of {horizon} days"),
+        protocol.Oldest(node.created_at, f"before node {node.name} was registered"),
+        key=lambda floor: floor.at)
+
+
 def ingest(node: Node, envelope: protocol.Envelope, *, now: datetime) -> Result:
-    oldest = now - timedelta(days=settings.RAW_RETENTION_DAYS)
-    batch, rejected, repeats = wire.samples(envelope, now, oldest)
+    batch, rejected, repeats = wire.samples(envelope, now, oldest(node, now))
     # Committed at once, outside the guard's transaction below: a partition made inside it
     # would be invisible to other sessions, which would write its day into the default one.
     partitions.ensure_partitions({ts.astimezone(UTC).date() for ts in set(batch.ts)})

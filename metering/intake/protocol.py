@@ -8,7 +8,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 import orjson
 
@@ -23,6 +24,15 @@ OWNER_INT_MIN, OWNER_INT_MAX = -(2**63), 2**63 - 1
 INT32 = 2**31 - 1
 # The seconds a sample may cover (protocol v1); the database checks the same range.
 MIN_INTERVAL_S, MAX_INTERVAL_S = 1, 3600
+
+
+class Oldest(NamedTuple):
+    """The earliest time a batch's samples may start, and what sets it, for the refusal
+    (metering.intake.ingest.oldest: raw retention, the back-fill horizon, the node's
+    registration)."""
+
+    at: datetime
+    why: str  # "older than raw retention", "before node gpu-01 was registered", ...
 
 
 class ProtocolError(Exception):
@@ -197,7 +207,7 @@ RFC3339 = re.compile(
 )
 
 
-def timestamp(value: object, now: datetime, oldest: datetime) -> datetime:
+def timestamp(value: object, now: datetime, oldest: Oldest) -> datetime:
     if not isinstance(value, str):
         raise Invalid("ts is required: an RFC 3339 time such as 2026-11-29T10:00:00Z")
     if not RFC3339.fullmatch(value):
@@ -208,12 +218,13 @@ def timestamp(value: object, now: datetime, oldest: datetime) -> datetime:
         raise Invalid(f"ts {value!r} is not a valid date and time") from None
     if ts > now + FUTURE_SLACK:
         raise Invalid(f"ts {value} is in the future by more than 5 minutes")
-    if ts < oldest:
-        raise Invalid(f"ts {value} is older than raw retention (before {oldest:%Y-%m-%dT%H:%MZ})")
+    if ts < oldest.at:
+        raise Invalid(f"ts {value} is {oldest.why} "
+                      f"(before {oldest.at.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ})")
     return ts
 
 
-def sample(index: int, raw: object, now: datetime, oldest: datetime,
+def sample(index: int, raw: object, now: datetime, oldest: Oldest,
            times: dict[str, datetime] | None = None) -> Sample:
     """One sample checked against protocol v1, or Invalid with the reason.
 
@@ -298,14 +309,14 @@ def sample(index: int, raw: object, now: datetime, oldest: datetime,
     )
 
 
-def samples(raw: list, now: datetime, oldest: datetime) -> tuple[Columns, list[dict], int]:
+def samples(raw: list, now: datetime, oldest: Oldest) -> tuple[Columns, list[dict], int]:
     """Valid samples as columns, rejections ({"index", "error"}) and the count of in-batch
     repeats, each sample checked on its own (metering.intake.wire tries a faster path first)."""
     valid, rejected, repeats = _one_by_one(raw, now, oldest)
     return Columns.of(valid), rejected, repeats
 
 
-def _one_by_one(raw: list, now: datetime, oldest: datetime) -> tuple[list[Sample], list, int]:
+def _one_by_one(raw: list, now: datetime, oldest: Oldest) -> tuple[list[Sample], list, int]:
     """A sample repeating an earlier one's (gpu_uuid, ts) is a duplicate when identical and a
     conflict (rejected) when it differs."""
     valid: list[Sample] = []

@@ -82,7 +82,7 @@ def parse(body: bytes) -> protocol.Envelope:
                              batch.samples, typed=True, body=body)
 
 
-def samples(envelope: protocol.Envelope, now: datetime, oldest: datetime
+def samples(envelope: protocol.Envelope, now: datetime, oldest: protocol.Oldest
             ) -> tuple[Columns, list[dict], int]:
     """Valid samples as columns, rejections ({"index", "error"}) and the count of repeats
     inside the batch (protocol.samples)."""
@@ -94,7 +94,7 @@ def samples(envelope: protocol.Envelope, now: datetime, oldest: datetime
     return protocol.samples(envelope.samples, now, oldest)
 
 
-def _columns(samples: list[Sample], now: datetime, oldest: datetime) -> Columns | None:
+def _columns(samples: list[Sample], now: datetime, oldest: protocol.Oldest) -> Columns | None:
     """The samples as columns if every one is valid and the batch repeats no key, else None."""
     if not samples:
         return None

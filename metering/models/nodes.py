@@ -109,7 +109,10 @@ class Node(models.Model):
     dropped_samples_reported = models.PositiveBigIntegerField(
         _("dropped samples reported"), default=0, editable=False,
     )
-    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    # Intake accepts the node's samples only from this time on (metering.intake.ingest.oldest):
+    # a new token cannot fill the past. Code that writes history directly (the demo) sets it
+    # back; an operator cannot.
+    created_at = models.DateTimeField(_("created"), default=timezone.now, editable=False)
 
     objects = NodeQuerySet.as_manager()
 

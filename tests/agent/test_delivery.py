@@ -1,7 +1,9 @@
 """The agent against the real server: nothing lost, nothing counted twice."""
 
+import os
 import socket
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -75,6 +77,18 @@ def test_a_full_spool_drops_the_oldest_and_reports_them(node, tmp_path, live_ser
     assert stored.dropped_samples == agent.spool.dropped
     assert UsageSample.objects.count() == kept
     assert Spool(tmp_path).dropped == agent.spool.dropped  # kept across restarts
+
+
+def test_batches_past_the_horizon_are_given_up_and_reported(tmp_path):
+    """The server refuses samples older than its back-fill horizon; the spool gives up a batch
+    as old and counts its samples as dropped, and keeps younger ones."""
+    spool = Spool(tmp_path, max_age_s=3600)
+    old = spool.put([{"n": 1}, {"n": 2}])
+    written = time.time_ns() - 2 * 3600 * 10**9
+    os.replace(old, old.with_name(f"{written:020d}-{old.name.split('-', 1)[1]}"))
+    young = spool.put([{"n": 3}])
+    assert spool.pending() == [young]
+    assert spool.dropped == 2 and Spool(tmp_path).dropped == 2
 
 
 def test_a_wrong_token_keeps_the_batches_and_waits_long(node, tmp_path, live_server):

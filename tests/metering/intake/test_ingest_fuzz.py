@@ -150,7 +150,7 @@ def near_valid(draw):
 @given(batch=st.lists(near_valid(), min_size=1, max_size=6))
 def test_the_fast_path_accepts_exactly_what_the_per_sample_path_accepts(batch):
     body = json.dumps({"node": "n", "samples": batch}).encode()
-    oldest = NOW - timedelta(days=35)
+    oldest = protocol.Oldest(NOW - timedelta(days=35), "older than raw retention")
     per_sample = protocol.samples(protocol.parse(body).samples, NOW, oldest)
     envelope = wire.parse(body)
     fast = wire._columns(envelope.samples, NOW, oldest) if envelope.typed else None

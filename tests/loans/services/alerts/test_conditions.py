@@ -217,7 +217,7 @@ def test_a_registered_node_that_never_reports_is_an_alert(client, settings, db):
     """A node registered and then never heard from raised nothing: its agent may not run."""
     settings.NODE_SILENT_AFTER_SECONDS = 180
     with time_machine.travel(NOW, tick=False):
-        node = Node.objects.create(name="gpu-node-09")
+        node = Node.objects.create(name="gpu-node-09", created_at=NOW)
     evaluate_alerts(NOW + timedelta(minutes=2))
     assert not Alert.objects.filter(kind="node_silent").exists()  # just registered
     evaluate_alerts(NOW + timedelta(minutes=10))
