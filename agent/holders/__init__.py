@@ -82,9 +82,10 @@ def source_for(name: str, *, node: str, kubelet_socket: str, slurm_node: str | N
 
         return KubeletSource(kubelet_socket, resource_prefix=resource_prefix)
     if name == "slurm" and slurm_records:
+        from agent.holders.slurm import SlurmSource
         from agent.holders.slurm_records import SlurmRecordsSource
 
-        return SlurmRecordsSource(slurm_records)
+        return SlurmRecordsSource(slurm_records, squeue=SlurmSource(slurm_node or node))
     if name == "slurm":
         from agent.holders.slurm import SlurmSource
 

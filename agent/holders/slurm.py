@@ -65,8 +65,14 @@ def _numbers(ranges: str) -> list[str]:
     return out
 
 
+MOST_GPU_INDEX = 1023  # no node has more GPUs: a larger index is no record of one
+
+
 def indices(idx: str) -> list[int]:
-    """An IDX list ("0-1,3") as GPU indices."""
+    """An IDX list ("0-1,3") as GPU indices; HolderError for an index past MOST_GPU_INDEX,
+    before any range is expanded (a record `gpus=0-20000000` cost 14 s)."""
+    if any(int(n) > MOST_GPU_INDEX for n in re.findall(r"[0-9]+", idx)):
+        raise HolderError(f"GPU index past {MOST_GPU_INDEX} in {idx[:40]!r}")
     return [int(n) for n in _numbers(idx)]
 
 
@@ -84,23 +90,35 @@ class Job:
         return {"account": self.account, "user": self.user, "job": self.job}
 
 
-def jobs_on(text: str, node: str) -> list[Job]:
-    """The jobs of `squeue --json` that hold GPUs on `node`. Slurm 22.05 states a job's
-    state as a string, later versions as a list of flags; both are read. Each `gres_detail`
-    entry is the GRES of one of the job's nodes, in the order of its allocated nodes."""
+def _jobs(text: str) -> list:
     try:
         jobs = json.loads(text).get("jobs", [])
     except (ValueError, AttributeError):
         raise HolderError("squeue --json printed no JSON object") from None
+    return [job for job in jobs if isinstance(job, dict)] if isinstance(jobs, list) else []
+
+
+def listed_jobs(text: str) -> set[str]:
+    """The ids of the jobs `squeue --json` lists."""
+    return {str(job.get("job_id", "")) for job in _jobs(text)}
+
+
+def jobs_on(text: str, node: str) -> list[Job]:
+    """The jobs of `squeue --json` that hold GPUs on `node`. Slurm 22.05 states a job's
+    state as a string, later versions as a list of flags; both are read. Each `gres_detail`
+    entry is the GRES of one of the job's nodes, in the order of its allocated nodes."""
     out = []
-    for job in jobs if isinstance(jobs, list) else []:
-        if not isinstance(job, dict) or not _holding(job.get("job_state")):
+    for job in _jobs(text):
+        if not _holding(job.get("job_state")):
             continue
         details = job.get("gres_detail") or []
         nodes = _nodes(job)
-        gpus = sorted({index for name, gres in zip(nodes, details, strict=False)
-                       if name == node and isinstance(gres, str)
-                       for idx in GPU_GRES.findall(gres) for index in indices(idx)})
+        try:
+            gpus = sorted({index for name, gres in zip(nodes, details, strict=False)
+                           if name == node and isinstance(gres, str)
+                           for idx in GPU_GRES.findall(gres) for index in indices(idx)})
+        except HolderError:
+            continue  # no GPU of a real node
         if gpus:
             out.append(Job(str(job.get("job_id", "")), str(job.get("account") or ""),
                            str(job.get("user_name") or ""), str(job.get("partition") or ""),
@@ -191,6 +209,16 @@ class SlurmSource:
         self.node, self.squeue, self.env = node, squeue, env
 
     def read(self) -> SlurmHoldings:
+        held = {}
+        for job in jobs_on(self._ask(), self.node):
+            held.update(dict.fromkeys(job.gpus, job))
+        return SlurmHoldings(held, {})
+
+    def listed(self) -> set[str]:
+        """The ids of every job squeue lists, whatever its state or nodes."""
+        return listed_jobs(self._ask())
+
+    def _ask(self) -> str:
         command = [self.squeue, "--json"]
         try:
             done = subprocess.run(command, capture_output=True, text=True,  # noqa: S603
@@ -201,7 +229,4 @@ class SlurmSource:
             said = (done.stderr or done.stdout).strip().splitlines()
             raise HolderError(f"{' '.join(command)} failed: "
                               f"{said[-1] if said else f'exit {done.returncode}'}")
-        held = {}
-        for job in jobs_on(done.stdout, self.node):
-            held.update(dict.fromkeys(job.gpus, job))
-        return SlurmHoldings(held, {})
+        return done.stdout
