@@ -27,6 +27,8 @@ app.conf.beat_schedule = {
     "grant-bursts": {"task": "loans.tasks.grant_bursts", "schedule": 60.0},
     "flush-outbox": {"task": "loans.tasks.flush_outbox", "schedule": 60.0},
     "recommend": {"task": "loans.tasks.recommend", "schedule": crontab(minute=37, hour=2)},
+    "purge-kept-files": {"task": "loans.tasks.purge_kept_files",
+                         "schedule": crontab(minute=47)},
 }
 
 

@@ -244,6 +244,10 @@ STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
 WHITENOISE_USE_FINDERS = True
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Advice files kept for a refused form's next try (loans.services.advice.kept_files), an
+    # hour at most; where several web hosts serve, UPLOADS_ROOT is a folder they share.
+    "uploads": {"BACKEND": "django.core.files.storage.FileSystemStorage",
+                "OPTIONS": {"location": env_str("UPLOADS_ROOT") or str(VAR_DIR / "uploads")}},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
         if DEBUG
@@ -341,6 +345,9 @@ INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per n
 INGEST_UNKNOWN_TOKENS_PER_MINUTE = env_int("INGEST_UNKNOWN_TOKENS_PER_MINUTE", 20)
 # History files one user may have read on the advice pages in a minute; 0: no limit.
 ADVICE_UPLOADS_PER_MINUTE = env_int("ADVICE_UPLOADS_PER_MINUTE", 6)
+# What one person's refused advice files may hold, kept an hour for the next try; the oldest
+# go first.
+ADVICE_KEPT_BYTES = env_int("ADVICE_KEPT_BYTES", 16 * 1024 * 1024, minimum=1024)
 
 # Prometheus at /metrics (config/metrics.py): a scraper sends METRICS_TOKEN as a bearer token or
 # scrapes from one of METRICS_ALLOWED_NETWORKS (loopback unless set; "" allows none).

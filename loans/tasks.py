@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from loans import schedulers
 from loans.services import bursts
+from loans.services.advice import kept_files
 from loans.services.advice.standalone import refresh_recommendations
 from loans.services.alerts import notify
 from loans.services.alerts.conditions import evaluate_alerts
@@ -44,6 +45,12 @@ def grant_bursts() -> str:
     """Grant queued burst requests that fit now (every minute, from beat)."""
     run = bursts.process_queue(timezone.now())
     return f"{run.granted} granted, {run.expired} expired"
+
+
+@shared_task(**RETRY)
+def purge_kept_files() -> str:
+    """Delete the advice files refused forms kept past their hour (hourly, from beat)."""
+    return f"{kept_files.purge()} kept files deleted"
 
 
 @shared_task

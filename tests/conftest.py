@@ -56,6 +56,20 @@ def _nodes_registered_long_ago(monkeypatch):
                         lambda: NODES_REGISTERED)
 
 
+@pytest.fixture(scope="session")
+def _uploads_folder(tmp_path_factory):
+    return tmp_path_factory.mktemp("uploads")
+
+
+@pytest.fixture(autouse=True)
+def _uploads_in_a_temporary_folder(settings, _uploads_folder, request):
+    """Kept advice files go to a folder of the test's own (made when a file is saved), not
+    the checkout's var/."""
+    settings.STORAGES = {**settings.STORAGES, "uploads": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(_uploads_folder / str(abs(hash(request.node.nodeid))))}}}
+
+
 @pytest.fixture(autouse=True)
 def _history_within_the_horizon(settings):
     """Tests post history late on purpose (late data of closed periods, a month posted at

@@ -1,9 +1,9 @@
 """What to sign first, from a history file: the page of `manage.py advise --history`, for
 operators (/advise/) and for a tenant's lead (/tenants/<slug>/advise/, linked from a tenant
-page without a contract). The file is read, priced and forgotten; nothing is stored. A
-tenant's page may instead read the tenant's Slurm accounting as imported (`source=slurm`)."""
+page without a contract). The file is read, priced and forgotten; a refused form keeps it for
+the next try, an hour at most (loans.services.advice.kept_files). A tenant's page may instead
+read the tenant's Slurm accounting as imported (`source=slurm`)."""
 
-import secrets
 import time
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy
 
 from loans.access import Refused, require, tenant_for_user
 from loans.models import Contract
+from loans.services.advice import kept_files
 from loans.services.advice.first_commitment import NoOnDemandPrice, advise, slurm_history
 from loans.services.advice.history import HistoryError, read_history
 from loans.services.ledger import dashboard
@@ -139,27 +140,24 @@ def _current(tenant) -> tuple[str, object] | None:
             contract.terms_at(now))
 
 
-KEPT_SECONDS = 3600
-
-
 def _kept(request: HttpRequest) -> dict | None:
     """The file this user uploaded with a form that was refused, where the form sends its
     key back without a new file: a browser cannot fill a file field again."""
     token = request.POST.get("kept", "")
-    if not token or len(token) > 64:
+    found = kept_files.kept(request.user.pk, token)
+    if found is None:
         return None
-    kept = cache.get(f"advice-file:{request.user.pk}:{token}")
-    return {**kept, "token": token} if isinstance(kept, dict) else None
+    name, text = found
+    return {"text": text, "name": name, "token": token}
 
 
 def _keep(request: HttpRequest, context: dict, text: str | None, kept: dict | None) -> None:
     """Keep an uploaded file for the next try (an hour, for this user only) and say so."""
     upload = request.FILES.get("history")
     if text and upload is not None:
-        token = secrets.token_urlsafe(16)
-        kept = {"text": text, "name": upload.name[:200], "token": token, "fresh": True}
-        cache.set(f"advice-file:{request.user.pk}:{token}",
-                  {"text": text, "name": kept["name"]}, KEPT_SECONDS)
+        token = kept_files.keep(request.user.pk, upload.name, text)
+        kept = {"text": text, "name": " ".join(upload.name.split())[:200], "token": token,
+                "fresh": True}
     if kept:
         # Just sent (`fresh`): kept for the next try; sent before: in use again.
         context["kept"] = {"token": kept["token"], "name": kept["name"],

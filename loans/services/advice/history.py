@@ -94,6 +94,13 @@ def _span_problem(first: tuple[datetime, int], last: tuple[datetime, int], what:
               "recent three years")) % figures
 
 
+def _stopped(line: int) -> str:
+    """Reading ends at the MAX_PROBLEMS-th problem: a file that wrong is not read to its end
+    (an 8 MiB one held a web worker for seconds)."""
+    return _("reading stopped at line %(line)s after %(most)s problems: correct them and send "
+             "the file again") % {"line": line, "most": MAX_PROBLEMS}
+
+
 def _named(problems: list[str]) -> list[str]:
     if len(problems) > MAX_PROBLEMS:
         return [*problems[:MAX_PROBLEMS],
@@ -122,6 +129,8 @@ def _csv(lines: list[str], gaps_as_idle: bool, idle_option: str) -> History:
     refused: set[datetime] = set()  # hours whose row was refused for its figure
     problems = []
     for number, row in enumerate(_rows(lines[1:]), start=2):
+        if len(problems) >= MAX_PROBLEMS:
+            raise HistoryError([*problems, _stopped(number)])
         if row is None:
             problems.append(_("line %(line)s: a field is longer than %(kib)s KiB; no usage "
                               "history has one") % {"line": number,
@@ -208,6 +217,8 @@ def _sacct(lines: list[str], zone: tzinfo, account: str) -> History:
     problems, skipped, steps, running, other = [], [], 0, 0, 0
     width = len(lines[0].split("|"))
     for number, line in enumerate(lines[1:], start=2):
+        if len(problems) >= MAX_PROBLEMS:
+            raise HistoryError([*problems, _stopped(number)])
         if not line.strip():
             continue
         fields = line.split("|")
