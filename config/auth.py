@@ -10,10 +10,14 @@ Axes counts per username and address, so many addresses could go on guessing one
 password. Past LOGIN_ACCOUNT_FAILURES_PER_HOUR failures for one username in an hour, from
 any addresses, that username is slowed, not locked: one attempt every
 LOGIN_ACCOUNT_SLOW_SECONDS is checked, the others refused without looking at the password,
-so guessing crawls while the account's owner still logs in after a short wait."""
+so guessing crawls while the account's owner still logs in after a short wait. An address
+that has logged in to the account before (in the last KNOWN_DAYS, as Axes' access log keeps
+it: a "known device") is let through to the password check at once: the owner is not crowded
+out by an attacker holding the one slot; Axes' own per-address lockout still holds there."""
 
 import time
 import unicodedata
+from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -26,9 +30,12 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.dispatch import receiver
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from core.clientip import client_ip  # noqa: F401 - AXES_CLIENT_IP_CALLABLE
+from core.clientip import client_ip  # AXES_CLIENT_IP_CALLABLE too
+
+KNOWN_DAYS = 90
 
 
 def username_of(request, credentials: dict) -> str:
@@ -67,12 +74,23 @@ class AccountCeilingBackend:
         name = username_of(request, {"username": username})
         if not limit or not name or (cache.get(_failures_key(name)) or 0) < limit:
             return None
+        if request is not None and _known_address(name, client_ip(request)):
+            return None  # the owner's address: checked, as Axes limits it
         gap = settings.LOGIN_ACCOUNT_SLOW_SECONDS
         if cache.add(f"login-slow:{name}", 1, timeout=gap):
             return None  # the one attempt of this gap is checked
         if request is not None:
             request.login_slowed = gap
         raise PermissionDenied  # it never logs anyone in, so it has no get_user
+
+
+def _known_address(username: str, address: str) -> bool:
+    """Whether this address logged in to this account in the last KNOWN_DAYS."""
+    from axes.models import AccessLog
+
+    since = timezone.now() - timedelta(days=KNOWN_DAYS)
+    return AccessLog.objects.filter(username=username, ip_address=address,
+                                    attempt_time__gte=since).exists()
 
 
 class SlowedAuthenticationForm(AuthenticationForm):

@@ -530,3 +530,29 @@ def test_many_addresses_guessing_one_account_are_slowed_not_locking_its_owner_ou
         clock.shift(31)
         assert owner.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD}
                           ).status_code == 302
+
+
+def test_the_owner_from_an_address_that_logged_in_before_is_not_crowded_out(db, settings):
+    """Past the account's ceiling the right password from the owner's address was refused
+    unchecked while an attacker held the one slot every 30 s; an address that has logged in
+    to the account before is now checked at once, and strangers are still slowed."""
+    settings.AXES_FAILURE_LIMIT = 3
+    settings.LOGIN_ACCOUNT_FAILURES_PER_HOUR = 20
+    make_user("lead")
+    owner = Client(REMOTE_ADDR="203.0.113.20")
+    with time_machine.travel("2026-12-03 09:00:00Z", tick=False):
+        assert owner.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD}
+                          ).status_code == 302
+    owner = Client(REMOTE_ADDR="203.0.113.20")
+    with time_machine.travel("2026-12-04 10:00:00Z", tick=False):
+        for k in range(40):
+            Client(REMOTE_ADDR=f"198.51.100.{k // 2}").post(
+                "/en/accounts/login/", {"username": "lead", "password": "wrong"})
+        Client(REMOTE_ADDR="198.51.100.99").post(  # the attacker takes this gap's one slot
+            "/en/accounts/login/", {"username": "lead", "password": "wrong"})
+        assert owner.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD}
+                          ).status_code == 302
+        stranger = Client(REMOTE_ADDR="203.0.113.77").post(
+            "/en/accounts/login/", {"username": "lead", "password": PASSWORD})
+        assert "only one try every 30 seconds is checked" in stranger.content.decode()
+
