@@ -29,6 +29,7 @@ from metering.models import (
     GpuTenure,
     Node,
     hand_over,
+    is_part,
     physical_key,
     share_of,
 )
@@ -109,6 +110,11 @@ def resolve(node: Node, batch, now: datetime) -> Plan:
     for k, uuid in enumerate(batch.gpu_uuid):
         latest[uuid] = k  # the last sample of each device names its index, model, parent
     wholes = _refresh(node, latest, batch, now)
+    for uuid, k in latest.items():  # a GPU new in this batch is its MIG instances' parent too
+        index = batch.gpu_index[k]
+        if (index is not None and uuid not in _gpus and not batch.parent_uuid[k]
+                and not is_part(uuid) and not uuid.startswith("index:")):
+            wholes.setdefault(index, uuid)
     out = Plan(keys=[None] * len(batch.gpu_uuid), ids=[None] * len(batch.gpu_uuid))
     elsewhere = [uuid for uuid in latest if uuid in _gpus and _gpus[uuid].node_id != here]
     tenures = _own_tenures(node, elsewhere)
@@ -117,13 +123,16 @@ def resolve(node: Node, batch, now: datetime) -> Plan:
             for uuid, k in latest.items() if uuid not in _gpus}
     quiet = _quiet(node, [_gpus[uuid] for uuid in elsewhere]
                    + [_gpus[key] for key in keys.values() if key in _gpus], now)
+    # New devices that are parts here: never a parent, whatever the batch order (no chain, no
+    # cycle).
+    parts = {uuid for uuid, key in keys.items() if key != uuid}
     refused: dict[str, tuple] = {}
     for uuid, k in latest.items():
         known = _gpus.get(uuid)
         if known is None:
             key = keys[uuid]
             parent = _gpus.get(key) if key != uuid else None
-            if parent is not None and parent.physical_id is not None:
+            if key in parts or (parent is not None and parent.physical_id is not None):
                 refused[uuid] = (Reason.PARENT, (
                     f"parent: {key} is a part of a GPU, not a GPU; name the physical GPU as "
                     "parent_uuid"), None)
@@ -151,9 +160,20 @@ def resolve(node: Node, batch, now: datetime) -> Plan:
             # Hours the node reported before the device moved away are still its own.
             out.keys[k] = known.physical_uuid
             out.spooled.add(k)
+        elif known.physical_id is None and known.last_seen_at is None:
+            out.refuse(k, _claimed_as_parent(uuid, known))
         else:
             out.refuse(k, _held_elsewhere(uuid, known, node))
     return out
+
+
+def _claimed_as_parent(uuid: str, known: Known) -> tuple[str, str, int]:
+    """A GPU another node named as its devices' parent, which never reported it itself, is
+    reported whole here: a conflict operators settle by moving it (alerted, both named)."""
+    name = _name(known.node_id)
+    return (Reason.PARENT_CLAIM,
+            f"named as the parent of its devices by node {name} first: {uuid} is reported "
+            "here once an operator moves it to this node", known.node_id)
 
 
 def _key(uuid: str, index: int | None, parent: str | None, node: Node,

@@ -162,6 +162,7 @@ class DeviceRefusal(models.Model):
         OTHER_NODE = "other_node", _("still reported by another node")
         OTHER_CLUSTER = "other_cluster", _("held by a node of another cluster")
         PARENT = "parent", _("its parent GPU is not this node's")
+        PARENT_CLAIM = "parent_claim", _("named as a parent by another node")
 
     node = models.ForeignKey(
         Node, verbose_name=_("node"), on_delete=models.CASCADE, related_name="refusals",

@@ -266,6 +266,11 @@ def refusal_conditions(now: datetime) -> list[Condition]:
             text = gettext_noop(
                 "Node %(node)s reports %(device)s (and %(devices)s devices in all in its last "
                 "batch) as part of a GPU it does not hold (%(samples)s samples refused).")
+        elif refusal.reason == reason.PARENT_CLAIM:
+            text = gettext_noop(
+                "Node %(node)s reports GPU %(device)s, which node %(holder)s named as the "
+                "parent of its devices without ever reporting it (%(samples)s samples "
+                "refused since %(since)s). If the GPU is in %(node)s, move it there.")
         else:
             text = gettext_noop(
                 "Two nodes claim one GPU: %(node)s reports %(device)s, which %(holder)s still "
@@ -274,7 +279,8 @@ def refusal_conditions(now: datetime) -> list[Condition]:
                 "samples refused).")
         out.append(Condition(Kind.DEVICE_REFUSED, f"node:{node.name}:{refusal.reason}",
                              None, worded(text, numbers),
-                             {"reason": refusal.reason, "device": uuid,
+                             {"reason": refusal.reason, "device": uuid, "node": node.name,
+                              "holder": holder,
                               "devices": refusal.devices, "samples": refusal.samples,
                               "last_at": refusal.last_at.isoformat()}))
     return out

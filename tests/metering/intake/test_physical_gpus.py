@@ -244,3 +244,63 @@ def test_the_move_command_says_what_it_moved_and_refuses_what_it_does_not_know(t
         call_command("move_gpu", "GPU-y", "node-1")
     with pytest.raises(CommandError, match="No node 'node-9'"):
         call_command("move_gpu", "GPU-x", "node-9")
+
+
+def test_a_gpu_and_its_mig_instances_in_one_first_batch_are_one_gpu(client, token, node,
+                                                                    tenant):
+    """Sent together before either was registered, without parent_uuid: the instances were
+    parts of `index:0@node`, a second physical GPU (1.999999 GPU-h for one hour, and two H100s
+    in the pool). The GPU at their index in the same batch is their parent."""
+    start = minute(0).replace(minute=0) - HOUR
+    batch = [sample(0, 0, ts=iso(start), interval_s=3600),
+             *(sample(0, 0, gpu_uuid=f"MIG-{k}", gpu_index=0, fraction=3 / 7, ts=iso(start),
+                      interval_s=3600) for k in range(2))]
+    answer = post(client, token, batch).json()
+    assert answer["accepted"] == 1 and len(answer["rejected"]) == 2  # the GPU holds the hour
+    assert billed(tenant) == pytest.approx(1.0)
+    assert {g.physical.uuid for g in Gpu.objects.filter(uuid__startswith="MIG-")} == {"GPU-0000"}
+    assert not Gpu.objects.filter(uuid__startswith="index:").exists()
+    assert fleet.gpus_by_model(timezone.now() - timedelta(days=1)) == {
+        "NVIDIA H100 80GB HBM3": 1.0}
+    assert_rollups_equal_a_recount()
+
+
+@pytest.mark.parametrize("order", ["chain", "chain reversed", "cycle"])
+def test_a_part_is_never_a_parent_whatever_the_batch_order(client, token, node, order):
+    """C1's parent C2 and C2's parent C1 (a cycle), D1 -> D2 -> D3 (a chain) were stored."""
+    links = {"chain": [("D1", "D2"), ("D2", "D3")],
+             "chain reversed": [("D2", "D3"), ("D1", "D2")],
+             "cycle": [("C1", "C2"), ("C2", "C1")]}[order]
+    batch = [sample(0, 0, gpu_uuid=f"GPU-{child}", parent_uuid=f"GPU-{parent}", fraction=0.5)
+             for child, parent in links]
+    answer = post(client, token, batch).json()
+    refused = {batch[r["index"]]["gpu_uuid"] for r in answer["rejected"]}
+    assert all("is a part of a GPU, not a GPU" in r["error"] for r in answer["rejected"])
+    for gpu in Gpu.objects.filter(physical__isnull=False).select_related("physical"):
+        assert gpu.physical.physical_id is None  # no chain
+    assert refused == ({"GPU-C1", "GPU-C2"} if order == "cycle" else {"GPU-D1"})
+
+
+def test_a_gpu_another_node_named_as_a_parent_is_a_conflict_both_nodes_are_told_of(
+        client, tenant, operator):
+    """Node rt4-e of another cluster named GPU-future as a parent and was accepted; when rt4-a
+    reported that GPU whole it was refused as "of another cluster", silently. Now operators
+    are alerted, naming both nodes, and the fleet page offers the move."""
+    east = Cluster.objects.create(name="east")
+    squatter = Node.objects.create(name="rt4-e", cluster=east, default_tenant=tenant)
+    owner = Node.objects.create(name="rt4-a", default_tenant=tenant)
+    named = sample(0, 0, gpu_uuid="MIG-squat", gpu_index=0, fraction=3 / 7,
+                   parent_uuid="GPU-future")
+    assert post(client, squatter.issue_token(), [named], node="rt4-e").json()["accepted"] == 1
+    answer = post(client, owner.issue_token(), [sample(0, 1, gpu_uuid="GPU-future")],
+                  node="rt4-a").json()
+    assert answer["accepted"] == 0
+    assert answer["rejected"][0]["error"] == (
+        "named as the parent of its devices by node rt4-e first: GPU-future is reported here "
+        "once an operator moves it to this node")
+    evaluate_alerts(timezone.now())
+    alert = Alert.objects.get(kind="device_refused", subject="node:rt4-a:parent_claim")
+    assert "rt4-a reports GPU GPU-future, which node rt4-e named as the parent" in alert.message
+    client.force_login(operator)
+    page = client.get("/en/fleet/").content.decode()
+    assert "Move GPU-future to rt4-a" in page and "?q=GPU-future" in page
