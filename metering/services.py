@@ -177,3 +177,37 @@ def _check_move(scope: str, value: str, start: datetime, end: datetime, reason: 
     if not (reason or "").strip():
         errors["reason"] = [_("Say why the usage is moved.")]
     return errors
+
+
+def end_jobs(cluster_id: int, ends: dict[str, datetime]) -> int:
+    """Samples the agents stored as held by a Slurm job (owner `job`) of this cluster from
+    the job's End on, as sacct reports it, are the job's no more: a prolog record whose epilog
+    never ran held its GPUs until the agent's hourly check with squeue (DESIGN.md, "Trust").
+    From End on they are stored as not allocated and without an owner, a sample crossing End
+    split there, and their hours recounted: open periods change at once, closed ones get
+    corrections. `ends`: job id -> End. Returns how many samples changed; in the steady state
+    (agents stop at the epilog) one query finds none."""
+    if not ends:
+        return 0
+    owners = dict(Owner.objects.filter(job__in=list(ends)).values_list("pk", "job"))
+    if not owners:
+        return 0
+    on_cluster = UsageSample.objects.filter(owner_id__in=list(owners),
+                                            gpu__node__cluster_id=cluster_id)
+    earliest = min(ends[job] for job in owners.values())
+    late = [(row["gpu_id"], row["ts"], row["owner_id"]) for row in on_cluster.filter(
+        ts__gte=earliest - LONGEST).values("gpu_id", "ts", "owner_id", "interval_s")
+        if row["ts"] + timedelta(seconds=row["interval_s"]) > ends[owners[row["owner_id"]]]]
+    if not late:
+        return 0
+    changed = 0
+    with transaction.atomic():
+        for owner_id in {owner for _gpu, _ts, owner in late}:
+            end = ends[owners[owner_id]]
+            mine = on_cluster.filter(owner_id=owner_id)
+            _split(mine.filter(ts__gte=end - LONGEST, ts__lt=end), end)
+            changed += mine.filter(ts__gte=end).update(allocated=False, owner_id=None)
+        rebuild_rollups(min(ts for _gpu, ts, _owner in late),
+                        max(ts for _gpu, ts, _owner in late) + 2 * LONGEST)
+    return changed
+

@@ -5,7 +5,8 @@ beside the agents' meter (metering.models.SlurmJob, SlurmHour).
 An import is idempotent: a job is one row keyed by its cluster and id, so reading it again
 changes nothing, and a job that was running (counted up to the import's moment) and has ended
 since is completed in place, never counted twice. The hours an import touched are rebuilt from
-the jobs that cover them.
+the jobs that cover them; samples the agents stored as an ended job's past its End are its no
+more (metering.services.end_jobs).
 
 sacct is read, and jobs spread over hours, by metering.schedulers.slurm.sacct.
 """
@@ -26,6 +27,7 @@ from metering.schedulers.slurm.sacct import (
     sacct,
     spread_seconds,
 )
+from metering.services import end_jobs
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ def import_jobs(cluster: Cluster, jobs: list[Job], now: datetime) -> Imported:
     stored = {j.job: j for j in SlurmJob.objects.filter(cluster=cluster,
                                                        job__in=[j.job for j in jobs])}
     touched, new, completed = [], 0, 0
+    ends: dict[str, datetime] = {}  # jobs seen ended for the first time
     with transaction.atomic():
         for job in jobs:
             row = stored.get(job.job)
@@ -55,9 +58,14 @@ def import_jobs(cluster: Cluster, jobs: list[Job], now: datetime) -> Imported:
                 "account": job.account, "user": job.user, "gpus": job.gpus,
                 "start": job.start, "end": job.end, "state": job.state, "imported_at": now})
             touched.append((job.start, job.end or now))
+            if job.end is not None:
+                ends[job.job] = job.end
             if row is not None:  # its earlier span too, should Slurm have corrected it
                 touched.append((row.start, row.end or row.imported_at))
         hours = _rebuild(cluster, touched, now) if touched else 0
+        # What the agents still counted for an ended job (a record whose epilog never ran)
+        # is the job's no more from its End.
+        end_jobs(cluster.pk, ends)
     return Imported(len(jobs), new, completed, hours)
 
 

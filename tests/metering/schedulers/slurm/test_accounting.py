@@ -13,12 +13,21 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from metering.models import AttributionRule, Cluster, GpuHour, SlurmHour, SlurmJob
+from metering.models import (
+    AttributionRule,
+    Cluster,
+    GpuHour,
+    SlurmHour,
+    SlurmJob,
+    TenantHour,
+    UsageSample,
+)
 from metering.models import Node as MeterNode
 from metering.schedulers.slurm import sacct as accounting
 from metering.schedulers.slurm.accounting import import_jobs
 from metering.schedulers.slurm.sacct import Job, gpus_of, read_json, read_parsable, spread_seconds
 from metering.usage.slurm import reconcile
+from tests.helpers import assert_rollups_equal_a_recount
 from tests.tiers import examples
 
 UTC_ZONE = ZoneInfo("UTC")
@@ -227,6 +236,43 @@ def test_a_fully_metered_tenant_reconciles_to_zero_and_a_stopped_agent_shows_its
     assert sum(c.difference for c in checks) == pytest.approx(-1.0)
     worst = min(checks, key=lambda c: c.difference)
     assert worst.share < 0
+
+
+def test_hours_an_agent_counted_past_a_jobs_end_in_sacct_are_the_jobs_no_more(
+        hpc, tenant, client):
+    """A prolog record whose epilog never ran held its GPU for the job's account until the
+    agent's hourly check; when sacct's End arrives, what was stored past it (a sample crossing
+    it split there) is stored as not allocated and recounted; a running job keeps its hours."""
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
+    node = MeterNode.objects.create(name="hpc-node-01", cluster=hpc)
+    token = node.issue_token()
+    for k, job in enumerate(("7", "8")):
+        samples = [{"gpu_uuid": f"GPU-{k}", "gpu_index": k, "interval_s": 3600,
+                    "ts": (start + h * timedelta(hours=1)).isoformat().replace("+00:00", "Z"),
+                    "allocated": True, "owner": {"account": "team-a", "user": "root",
+                                                 "job": job}} for h in range(5)]
+        answer = client.post("/api/v1/samples", json.dumps({"node": node.name,
+                                                            "samples": samples}),
+                             content_type="application/json",
+                             HTTP_AUTHORIZATION=f"Bearer {token}")
+        assert answer.json()["accepted"] == 5
+    assert tenant_gpu_hours(tenant) == pytest.approx(10.0)
+    ended = start + timedelta(hours=2, minutes=30)
+    import_jobs(hpc, [Job("7", "team-a", "root", 1, start, ended, "COMPLETED"),
+                      Job("8", "team-a", "root", 1, start, None, "RUNNING")],
+                start + timedelta(hours=5))
+    assert tenant_gpu_hours(tenant) == pytest.approx(2.5 + 5.0)
+    gone = UsageSample.objects.filter(gpu__uuid="GPU-0", ts__gte=ended)
+    assert gone.count() == 3 and not gone.filter(allocated=True).exists()
+    assert_rollups_equal_a_recount()
+    import_jobs(hpc, [Job("7", "team-a", "root", 1, start, ended, "COMPLETED")],
+                start + timedelta(hours=6))  # read again: nothing more changes
+    assert tenant_gpu_hours(tenant) == pytest.approx(7.5)
+
+
+def tenant_gpu_hours(tenant) -> float:
+    return sum(TenantHour.objects.filter(tenant=tenant).values_list(
+        "allocated_gpu_s", flat=True)) / 3600
 
 
 def test_usage_of_other_clusters_is_not_the_slurm_clusters(hpc, tenant, client):
