@@ -2,14 +2,18 @@
 them: whole GPUs, MIG instances (naming their parent or only their index) and time-sliced
 replicas, from several nodes in two clusters, with hostile fractions, back-dated and made-up
 devices, agents restarted with another interval, devices moving between nodes and resent
-batches. Checked against a model written here of what the meter should decide, and against
-brute-force counts of what it stored:
+batches, a node registered mid-stream whose agent sends back-dated batches, samples past the
+back-fill horizon, parent cycles and chains, and parents named across clusters. Checked
+against a model written here of what the meter should decide, and against brute-force counts
+of what it stored:
 
 - the usage API equals the model's accepted samples, split by hour;
 - per physical GPU and instant, the fractions of its stored samples sum to at most one GPU,
   and no device's samples overlap;
 - per node and hour, at most its max_devices physical GPUs reported, counted from which node
   held each device when;
+- nothing from before a node's registration or past the back-fill horizon;
+- no physical GPU is a part of another (no chain, no cycle);
 - no tenant of one cluster got hours from another cluster's node;
 - capacity counts each physical GPU once;
 - the rollups equal a recount of the raw samples.
@@ -41,15 +45,21 @@ MOVE = timedelta(minutes=10)
 WINDOW = timedelta(hours=24)  # CAPACITY_WINDOW_HOURS
 SINCE_EVER = datetime(2000, 1, 1, tzinfo=UTC)
 TOLERANCE = 1e-9
-NODES = {"prod-1": ("prod", 2), "prod-2": ("prod", 2), "lab-1": ("lab", 2)}
+NODES = {"prod-1": ("prod", 2), "prod-2": ("prod", 2), "lab-1": ("lab", 2),
+         "late-1": ("prod", 2)}
+LATE = "late-1"  # registered at its first batch of the stream, which may be back-dated
+HORIZON = timedelta(days=1)  # BACKFILL_HORIZON_DAYS in these streams
 NAMESPACES = ["team-a", "team-b", None]
 RULES = {("prod", "team-a"): "alpha", ("lab", "team-b"): "beta"}
 NODE_RULES = {"lab-1": "gamma"}
 MODEL = "NVIDIA H100 80GB HBM3"
 # Devices: whole GPUs, replicas of GPU-0 and GPU-1, MIG instances of GPU-1 and GPU-2 (one of
-# each names its parent, the other only its index), and made-up GPUs.
+# each names its parent, the other only its index), made-up GPUs, and devices naming a parent
+# in a cycle (GPU-5 <-> GPU-6) and a chain (GPU-8 -> GPU-7 -> GPU-3).
 DEVICES = (["GPU-0", "GPU-1", "GPU-2", "GPU-3", "GPU-0::0", "GPU-0::1", "GPU-1::0",
-            "MIG-1-a", "MIG-1-b", "MIG-2-a", "MIG-2-b", "FAKE-10", "FAKE-11"])
+            "MIG-1-a", "MIG-1-b", "MIG-2-a", "MIG-2-b", "FAKE-10", "FAKE-11",
+            "GPU-5", "GPU-6", "GPU-7", "GPU-8"])
+PARENTS = {"GPU-5": "GPU-6", "GPU-6": "GPU-5", "GPU-7": "GPU-3", "GPU-8": "GPU-7"}
 
 
 def index_of(device: str) -> int:
@@ -57,7 +67,7 @@ def index_of(device: str) -> int:
 
 
 def parent_named(device: str) -> str | None:
-    return f"GPU-{index_of(device)}" if device.endswith("-a") else None
+    return f"GPU-{index_of(device)}" if device.endswith("-a") else PARENTS.get(device)
 
 
 def is_part(device: str) -> bool:
@@ -122,6 +132,7 @@ class Model:
     devices: dict[str, Device] = field(default_factory=dict)
     stored: list[Stored] = field(default_factory=list)
     next_id: int = 1
+    registered: dict[str, datetime] = field(default_factory=dict)  # LATE's, once registered
 
     def tenant(self, node: str, namespace: str | None) -> str | None:
         cluster = NODES[node][0]
@@ -170,6 +181,9 @@ class Model:
         self.next_id += 1
 
     def post(self, node: str, samples: list[Offered], now: datetime) -> None:
+        # Refused at the door: before the node's registration, or past the back-fill horizon.
+        oldest = max(now - HORIZON, self.registered.get(node, SINCE_EVER))
+        samples = [s for s in samples if s.start >= oldest]
         first: dict[tuple[str, datetime], Offered] = {}
         for sample in samples:  # a repeat inside the batch: a duplicate or a conflict
             first.setdefault((sample.device, sample.start), sample)
@@ -184,14 +198,20 @@ class Model:
         wholes = {index_of(u): u for u in sorted(self.devices, reverse=True)
                   if self.devices[u].node == node and not is_part(u) and self.devices[u].key == u
                   and not u.startswith("index:")}
+        for uuid in order:  # ... else a GPU new in this batch at its index, the first one
+            if uuid not in self.devices and not is_part(uuid) and not parent_named(uuid):
+                wholes.setdefault(index_of(uuid), uuid)
+        keys_of = {uuid: self.key_of(uuid, node, wholes) for uuid in order
+                   if uuid not in self.devices}
+        parts = {uuid for uuid, key in keys_of.items() if key != uuid}
         refused, new, moving = set(), {}, set()
         for uuid in order:
             known = self.devices.get(uuid)
             if known is None:
-                key = self.key_of(uuid, node, wholes)
+                key = keys_of[uuid]
                 parent = self.devices.get(key) if key != uuid else None
-                if parent is not None and parent.key != key:  # a part is not a GPU
-                    refused.add(uuid)
+                if key in parts or (parent is not None and parent.key != key):
+                    refused.add(uuid)  # a part is not a GPU, in any batch order
                     continue
                 if parent is not None and parent.node != node:
                     if not self.quiet(key, node, now):
@@ -315,7 +335,8 @@ def world() -> tuple[dict[str, Node], dict[str, str]]:
                                        field="namespace", value=namespace)
     for node, slug in NODE_RULES.items():
         AttributionRule.objects.create(tenant=tenants[slug], field="node", value=node)
-    nodes = {name: Node.objects.create(name=name, cluster=clusters[cluster], max_devices=limit)
+    nodes = {name: Node.objects.create(name=name, cluster=clusters[cluster], max_devices=limit,
+                                       created_at=SINCE_EVER)
              for name, (cluster, limit) in NODES.items()}
     return nodes, {name: node.issue_token() for name, node in nodes.items()}
 
@@ -346,16 +367,19 @@ def check(client: Client, model: Model, now: datetime) -> None:
     # Brute force over what was stored, with which node held each device when.
     physical = {pk: physical or pk for pk, physical in Gpu.objects.values_list("pk",
                                                                              "physical_id")}
+    assert all(physical[p] == p for p in physical.values())  # no chain, no cycle
     tenures = list(GpuTenure.objects.values_list("gpu_id", "since", "until", "node__name",
                                                  "node__cluster__name"))
     rows = list(UsageSample.objects.values_list("gpu_id", "ts", "interval_s", "fraction",
                                                 "tenant__slug"))
+    registered = dict(Node.objects.values_list("name", "created_at"))
     home = {"alpha": "prod", "beta": "lab"}
     by_node_hour: dict = {}
     for gpu, ts, interval, _fraction, tenant in rows:
         [(node, cluster)] = [(n, c) for g, since, until, n, c in tenures
                              if g == gpu and since <= ts and (until is None or ts < until)]
         assert home.get(tenant, cluster) == cluster, (tenant, node)
+        assert ts >= registered[node], (node, ts)
         for hour, _seconds, _starts in parts(ts, interval):
             by_node_hour.setdefault((node, hour), set()).add(physical[gpu])
     for (node, _hour), gpus in by_node_hour.items():
@@ -387,12 +411,13 @@ def test_random_streams_count_each_physical_gpu_once_a_moment_within_its_node_an
     forget_gpus()
     partitions.forget()
     client = Client()
-    with override_settings(INGEST_REQUESTS_PER_MINUTE=0, RAW_RETENTION_DAYS=10), \
-            transaction.atomic():
+    with override_settings(INGEST_REQUESTS_PER_MINUTE=0, RAW_RETENTION_DAYS=10,
+                           BACKFILL_HORIZON_DAYS=HORIZON.days), transaction.atomic():
         _nodes, tokens = world()
         model, now, sent = Model(), T0 + 2 * HOUR, []
         refused = {"overlap": 0, "reported by node": 0, "device limit": 0, "parent": 0,
-                   "before this node held it": 0, "past one GPU": 0}
+                   "before this node held it": 0, "past one GPU": 0, "was registered": 0,
+                   "back-fill horizon": 0, "is a part of a GPU": 0}
         for node, minutes, raw, resend in stream:
             now += timedelta(minutes=minutes, seconds=7)
             if resend and sent:
@@ -405,6 +430,9 @@ def test_random_streams_count_each_physical_gpu_once_a_moment_within_its_node_an
                 if not samples:
                     continue
                 sent.append((node, samples))
+            if node == LATE and LATE not in model.registered:  # registered just now
+                Node.objects.filter(name=LATE).update(created_at=now)
+                model.registered[LATE] = now
             forget_gpus()  # each batch as a fresh worker process sees it: no cached devices
             with time_machine.travel(now, tick=False):
                 answer = post(client, tokens[node], node, samples)
