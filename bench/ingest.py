@@ -92,7 +92,8 @@ def server_env() -> dict:
         "SECRET_KEY": SECRET,
         "ALLOWED_HOSTS": "127.0.0.1", "INGEST_REQUESTS_PER_MINUTE": "0",
         "DJANGO_SETTINGS_MODULE": "bench.settings", "LOG_LEVEL": "WARNING",
-        "BEHIND_TLS_PROXY": "0", "RAW_RETENTION_DAYS": str(HISTORY_DAYS + 5), **served_static(),
+        "BEHIND_TLS_PROXY": "0", "RAW_RETENTION_DAYS": str(HISTORY_DAYS + 5),
+        "BACKFILL_HORIZON_DAYS": str(HISTORY_DAYS + 5), **served_static(),
     }
 
 
@@ -114,6 +115,8 @@ for c in range({clients}):
     print(node.name, node.issue_token())
     Node.objects.create(name=f"base-{{c}}", max_devices=gpus)
     Node.objects.create(name=f"direct-{{c}}", default_tenant=tenant, max_devices=gpus)
+# Registered before the history the phases send, which intake accepts only from then on.
+Node.objects.update(created_at=Node.objects.first().created_at - timedelta(days={HISTORY_DAYS + 2}))
 today = date.today()
 days = {{today - timedelta(days=k) for k in range({HISTORY_DAYS + 2})}}
 ensure_partitions(days | {{today + timedelta(days=1)}})

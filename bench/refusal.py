@@ -49,10 +49,12 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     settings.INGEST_REQUESTS_PER_MINUTE = 0
     tenant = Tenant.objects.create(slug="bench", name="Bench")
-    node = Node.objects.create(name="bench-01", default_tenant=tenant, max_devices=8)
+    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+    # Registered before the hours it sends (intake takes a node's samples from then on).
+    node = Node.objects.create(name="bench-01", default_tenant=tenant, max_devices=8,
+                               created_at=start - timedelta(hours=1))
     token = node.issue_token()
     client = Client()
-    start = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
 
     def post(samples: list[dict]) -> dict:
         body = json.dumps({"node": node.name, "samples": samples})

@@ -218,13 +218,17 @@ def inject(kind: str, services: Services, fleet: Fleet, rng: random.Random) -> N
         rng.choice([c for c in fleet.clients if c is not None]).crash_next = True
 
 
-def prepare(agents: int) -> list[tuple[str, str]]:
+def prepare(agents: int, since: datetime) -> list[tuple[str, str]]:
+    """The tenant and the agents' nodes, registered at `since`, before the simulated clock
+    starts (intake takes a node's samples from its registration on)."""
     code = f"""
+from datetime import datetime
 from loans.models import Tenant
 from metering.models import Node
 tenant = Tenant.objects.create(slug="soak", name="Soak")
 for k in range({agents}):
-    node = Node.objects.create(name=f"soak-{{k:02d}}", default_tenant=tenant)
+    node = Node.objects.create(name=f"soak-{{k:02d}}", default_tenant=tenant,
+                               created_at=datetime.fromisoformat("{since.isoformat()}"))
     print(node.name, node.issue_token())
 """
     env = {**os.environ, "DATABASE_URL": DATABASE_URL, "DEBUG": "0", "SECRET_KEY": SECRET,
@@ -278,13 +282,13 @@ def main() -> None:
           f"({args.minutes * args.speed / 60:g} h of usage), a fault every ~{args.fault_every:g}"
           f" s from {kinds}; database {DATABASE_URL}", flush=True)
     recreate_database(DATABASE_URL)
-    tokens = prepare(args.agents)
+    start = (datetime.now(UTC) - timedelta(seconds=seconds * args.speed)).replace(
+        second=0, microsecond=0)
+    tokens = prepare(args.agents, start - timedelta(minutes=1))
     services = Services(args.workers)
     services.start_redis()
     services.start_web()
     time.sleep(3)
-    start = (datetime.now(UTC) - timedelta(seconds=seconds * args.speed)).replace(
-        second=0, microsecond=0)
     folder = Path(tempfile.mkdtemp(prefix="soak-spools-"))
     fleet = Fleet(f"http://127.0.0.1:{services.port}", tokens, folder, start, args.speed)
     faults: Counter = Counter()
