@@ -150,8 +150,13 @@ def hourly_figure(figures: PeriodFigures, zone: ZoneInfo) -> dict:
                                             **_whole_period(figures, zone, _("GPUs")))}
 
 
+HEATMAP_ROW_PX = 18  # a GPU's row: room for its label at the axis' font, every row named
+NOT_HELD = "#e5e7eb"
+
+
 def heatmap_figure(days: list[GpuDay], labels: dict[int, str]) -> dict:
-    """Utilisation of each GPU the tenant held, by local day; blank where it was not held."""
+    """Utilisation of each GPU the tenant held, by local day; grey where it was not held,
+    named in the legend; every GPU's row labelled."""
     order = {gpu: i for i, gpu in enumerate(labels)}  # labels come in node and index order
     gpus = sorted({d.gpu_id for d in days}, key=lambda gpu: (order.get(gpu, len(order)), gpu))
     dates = sorted({d.day for d in days})
@@ -170,10 +175,20 @@ def heatmap_figure(days: list[GpuDay], labels: dict[int, str]) -> dict:
         "hovertemplate": _("%{y}<br>%{x}: %{z}% busy over %{customdata} GPU-h held")
         + "<extra></extra>",
     }]
-    height = min(1200, max(240, 60 + 14 * len(gpus)))
+    idle = [[1 if util is None else None for util in row] for row in z]
+    if any(any(row) for row in idle):  # a legend entry only where the chart shows it
+        name = _("Not held")
+        data.append({
+            "type": "heatmap", "name": name, "x": data[0]["x"], "y": data[0]["y"], "z": idle,
+            "zmin": 0, "zmax": 1, "showscale": False, "showlegend": True,
+            "colorscale": [[0, NOT_HELD], [1, NOT_HELD]],
+            "hovertemplate": "%{y}<br>%{x}: " + name + "<extra></extra>"})
+    names = data[0]["y"]
+    height = min(1200, max(240, 100 + HEATMAP_ROW_PX * len(gpus)))
     return {"data": data, "layout": _layout(
         _("Utilisation by GPU and day"), "", height=height, hovermode="closest",
-        yaxis={"automargin": True, "autorange": "reversed", "type": "category"})}
+        yaxis={"automargin": True, "autorange": "reversed", "type": "category",
+               "tickmode": "array", "tickvals": names, "ticktext": names})}
 
 
 def periods_figure(rows: list, zone: ZoneInfo) -> dict:

@@ -103,14 +103,29 @@ def test_the_overage_region_is_shaded_only_when_the_curve_goes_below_zero():
     assert charts.burndown_figure(light, UTC_ZONE)["layout"]["shapes"] == []
 
 
-def test_the_heatmap_leaves_days_a_gpu_was_not_held_blank():
-    days = [GpuDay(7, date(2026, 11, 1), 10.0, 5.0), GpuDay(3, date(2026, 11, 2), 4.0, 4.0)]
-    figure = charts.heatmap_figure(days, {3: "n1/0", 7: "n1/1"})
-    heatmap = figure["data"][0]
-    assert heatmap["y"] == ["n1/0", "n1/1"]
+def test_the_heatmap_names_days_a_gpu_was_not_held_and_labels_every_row():
+    """White areas had no legend entry, and a closed period's chart labelled every other GPU
+    row (Plotly thins category ticks that crowd: 14 px a row)."""
+    days = [GpuDay(7, date(2026, 11, 1), 10.0, 5.0), GpuDay(3, date(2026, 11, 2), 4.0, 4.0),
+            GpuDay(9, date(2026, 11, 2), 0.0, 0.0)]  # seen, not held
+    figure = charts.heatmap_figure(days, {3: "n1/0", 7: "n1/1", 9: "n1/2"})
+    heatmap, not_held = figure["data"]
+    assert heatmap["y"] == ["n1/0", "n1/1", "n1/2"]
     assert heatmap["x"] == ["2026-11-01", "2026-11-02"]
-    assert heatmap["z"] == [[None, 100.0], [50.0, None]]
-    assert heatmap["customdata"] == [[None, 4.0], [10.0, None]]
+    assert heatmap["z"] == [[None, 100.0], [50.0, None], [None, None]]
+    assert heatmap["customdata"] == [[None, 4.0], [10.0, None], [None, 0.0]]
+    assert (not_held["name"], not_held["showlegend"], not_held["y"]) == (
+        "Not held", True, heatmap["y"])
+    assert not_held["z"] == [[1, None], [None, 1], [1, 1]]
+    axis = figure["layout"]["yaxis"]
+    assert axis["tickvals"] == axis["ticktext"] == heatmap["y"]
+    assert figure["layout"]["height"] >= 18 * 3
+
+
+def test_a_heatmap_of_gpus_held_every_day_has_no_entry_for_what_it_does_not_show():
+    days = [GpuDay(3, date(2026, 11, 1), 10.0, 5.0)]
+    assert [t["name"] for t in charts.heatmap_figure(days, {3: "n1/0"})["data"]] == [
+        "Utilisation"]
 
 
 def test_text_an_agent_sent_reaches_plotly_as_text_not_html():
