@@ -61,6 +61,14 @@ class IssuedTokenSerializer(NodeSerializer):
         fields = [*NodeSerializer.Meta.fields, "token"]
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the nodes, with when each was last seen"),
+    create=extend_schema(summary="Register a node; the answer holds its token, once"),
+    retrieve=extend_schema(summary="Read one node, by its id"),
+    update=extend_schema(summary="Replace a node's fields"),
+    partial_update=extend_schema(summary="Change some of a node's fields"),
+    destroy=extend_schema(summary="Remove a node that never reported"),
+)
 class NodeViewSet(OperatorViewSet):
     queryset = Node.objects.select_related("default_tenant")
     serializer_class = NodeSerializer
@@ -72,13 +80,19 @@ class NodeViewSet(OperatorViewSet):
         node = Node.objects.get(pk=response.data["id"])
         return Response(self._with_token(node, node.issue_token()), status=201)
 
-    @extend_schema(request=None, responses={200: IssuedTokenSerializer})
+    @extend_schema(request=None, responses={200: IssuedTokenSerializer},
+                   summary="Issue the node a new token; the old one stops working",
+                   description="Operators: the answer holds the new token, the only time it "
+                   "is shown; the node's agent needs it before its next batch.")
     @action(detail=True, methods=["post"], url_path="rotate-token")
     def rotate_token(self, request: Request, pk=None) -> Response:
         node = self.get_object()
         return Response(self._with_token(node, node.issue_token()))
 
-    @extend_schema(request=None, responses={200: NodeSerializer})
+    @extend_schema(request=None, responses={200: NodeSerializer},
+                   summary="Revoke the node's token",
+                   description="Operators: the node's batches are refused (401) until a "
+                   "token is issued again; what it reported stays.")
     @action(detail=True, methods=["post"], url_path="revoke-token")
     def revoke_token(self, request: Request, pk=None) -> Response:
         node = self.get_object()
@@ -102,6 +116,11 @@ class ReattributionSerializer(serializers.ModelSerializer):
         read_only_fields = ["gpu_hours", "samples", "moved_from", "author", "created_at"]
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the moves of usage between tenants"),
+    create=extend_schema(summary="Move a time range's usage to a tenant, for good"),
+    retrieve=extend_schema(summary="Read one move of usage, by its id"),
+)
 class ReattributionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin,
                            mixins.CreateModelMixin, viewsets.GenericViewSet):
     """Moves of usage between tenants: a node's, an owner value's (namespace, account, user,

@@ -51,7 +51,7 @@ def test_the_schema_in_chinese_has_no_english_text(client, db):
     assert sharing["post"]["summary"] == "创建共享组"
     # A summary cut from a description is cut again from the translated description.
     assert chinese["paths"]["/api/v1/contracts/"]["get"]["summary"] == (
-        "运营人员：分页列出（limit 与 offset）")
+        "列出合同（可按租户或状态筛选）")
     assert chinese["paths"]["/api/v1/contracts/{id}/"]["get"]["responses"]["404"][
         "description"] == "对象不存在，或调用方无权查看。"
     assert chinese["paths"]["/api/v1/bursts/{id}/approve/"]["post"]["summary"] == (
@@ -64,6 +64,20 @@ def test_each_burst_operation_says_what_it_does(client, db):
     summaries = [operation["summary"] for path, operations in paths.items()
                  if path.startswith("/api/v1/bursts/") for operation in operations.values()]
     assert len(summaries) == 8 and len(set(summaries)) == 8
+
+
+def test_no_two_operations_share_a_summary(client, db):
+    """The operators' contracts, nodes and plans shared six generic summaries ("Operators:
+    the list, a page at a time"), a node's token actions read "add one", and the tenants',
+    re-attributions', amendments' and overage policy's operations each their resource's."""
+    paths = schema(client)["paths"]
+    seen: dict[str, list[str]] = {}
+    for path, operations in paths.items():
+        for method, operation in operations.items():
+            seen.setdefault(operation["summary"], []).append(f"{method.upper()} {path}")
+    assert {summary: where for summary, where in seen.items() if len(where) > 1} == {}
+    assert paths["/api/v1/nodes/{id}/revoke-token/"]["post"]["summary"] == (
+        "Revoke the node's token")
 
 
 def test_the_schema_in_english_is_as_written(client, db):

@@ -122,12 +122,14 @@ class ContractAmendments(APIView):
 
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(responses={200: AmendmentSerializer(many=True)})
+    @extend_schema(responses={200: AmendmentSerializer(many=True)},
+                   summary="List a contract's amendments, oldest first")
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         return Response(AmendmentSerializer(contract.amendments_in_order(), many=True).data)
 
-    @extend_schema(request=AmendmentRequest, responses={201: AmendmentSerializer})
+    @extend_schema(request=AmendmentRequest, responses={201: AmendmentSerializer},
+                   summary="Amend a contract from a period that has not begun (operators)")
     def post(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         require(request.user, "amend-contract", contract.tenant_id)

@@ -41,11 +41,13 @@ class ContractOveragePolicy(APIView):
 
     permission_classes = [permissions.IsAuthenticated]
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+                   summary="Read the contract's overage policy")
     def get(self, request: Request, pk: int) -> Response:
         return Response(policy_json(contract_for_user(request.user, pk)))
 
-    @extend_schema(request=Body, responses={200: OpenApiTypes.OBJECT})
+    @extend_schema(request=Body, responses={200: OpenApiTypes.OBJECT},
+                   summary="Set the contract's overage policy (its lead or operators)")
     def put(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         require(request.user, "set-overage-policy", contract.tenant_id)

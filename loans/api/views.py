@@ -3,7 +3,7 @@ metering.intake.api."""
 
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import extend_schema, extend_schema_view, inline_serializer
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -30,6 +30,14 @@ from loans.services.ledger.dashboard import PeriodChoiceError, figures, started_
 from metering.usage import Hour, tenant_hours
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the tenants with their attribution rules"),
+    create=extend_schema(summary="Add a tenant, with its attribution rules"),
+    retrieve=extend_schema(summary="Read one tenant, by its slug"),
+    update=extend_schema(summary="Replace a tenant's fields and its attribution rules"),
+    partial_update=extend_schema(summary="Change some of a tenant's fields"),
+    destroy=extend_schema(summary="Remove a tenant that no contract or usage names"),
+)
 class TenantViewSet(OperatorViewSet):
     """Tenants with their attribution rules (a list given on update replaces the rules)."""
 
@@ -38,11 +46,27 @@ class TenantViewSet(OperatorViewSet):
     lookup_field = "slug"
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the plans of the catalogue"),
+    create=extend_schema(summary="Add a plan to the catalogue"),
+    retrieve=extend_schema(summary="Read one plan, by its id"),
+    update=extend_schema(summary="Replace a plan's terms"),
+    partial_update=extend_schema(summary="Change some of a plan's terms"),
+    destroy=extend_schema(summary="Remove a plan no contract was signed on"),
+)
 class PlanViewSet(OperatorViewSet):
     queryset = Plan.objects.all()
     serializer_class = PlanSerializer
 
 
+@extend_schema_view(
+    list=extend_schema(summary="List the contracts (by tenant or status)"),
+    create=extend_schema(summary="Add a contract for a tenant on a plan"),
+    retrieve=extend_schema(summary="Read one contract, with the terms in force"),
+    update=extend_schema(summary="Replace a contract not yet signed"),
+    partial_update=extend_schema(summary="Change a contract: sign it, or fields not yet signed"),
+    destroy=extend_schema(summary="Remove a contract nothing was billed on"),
+)
 class ContractViewSet(OperatorViewSet):
     serializer_class = ContractSerializer
 
