@@ -345,6 +345,8 @@ INGEST_REQUESTS_PER_MINUTE = env_int("INGEST_REQUESTS_PER_MINUTE", 120)  # per n
 INGEST_UNKNOWN_TOKENS_PER_MINUTE = env_int("INGEST_UNKNOWN_TOKENS_PER_MINUTE", 20)
 # History files one user may have read on the advice pages in a minute; 0: no limit.
 ADVICE_UPLOADS_PER_MINUTE = env_int("ADVICE_UPLOADS_PER_MINUTE", 6)
+# Days a new personal API token lasts unless its issuer says otherwise.
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=1)
 # What one person's refused advice files may hold, kept an hour for the next try; the oldest
 # go first.
 ADVICE_KEPT_BYTES = env_int("ADVICE_KEPT_BYTES", 16 * 1024 * 1024, minimum=1024)

@@ -20,6 +20,7 @@ from loans.web import buy as views_buy
 from loans.web import fleet as views_fleet
 from loans.web import heatmap, views
 from loans.web import overage as views_overage
+from loans.web import tokens as views_tokens
 from metering.intake import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
 
@@ -94,6 +95,8 @@ urlpatterns += i18n_patterns(
     path("fleet/", views_fleet.fleet_page, name="fleet"),
     path("fleet.csv", views_fleet.fleet_csv, name="fleet-csv"),
     path("alerts/", views_alerts.alerts_page, name="alerts"),
+    path("tokens/", views_tokens.tokens_page, name="api-tokens"),
+    path("tokens/<int:pk>/revoke/", views_tokens.revoke, name="api-token-revoke"),
     path("advise/", views_advise.operators_page, name="advise"),
     path("tenants/<slug:slug>/advise/", views_advise.tenant_page, name="tenant-advise"),
     path("admin/", admin.site.urls),

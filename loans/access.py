@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework.exceptions import PermissionDenied
 
 from core.roles import OPERATORS, is_operator, may  # noqa: F401 - asked here by the apps
-from loans.models import Contract, Membership, SharingGroup, Tenant
+from loans.models import ApiToken, Contract, Membership, SharingGroup, Tenant
 
 
 def tenants_for(user) -> QuerySet[Tenant]:
@@ -136,6 +136,15 @@ READS = {
     "ask-advice": (_lead_or_operator, _("Only the tenant's leads ask this.")),
 }
 RULES = {**WRITES, **READS}
+
+
+def api_tokens_for(user) -> QuerySet:
+    """The personal API tokens a caller may see and revoke: operators everyone's, everyone
+    else their own."""
+    tokens = ApiToken.objects.select_related("user").order_by("user__username", "name", "pk")
+    if is_operator(user):
+        return tokens
+    return tokens.filter(user=user) if user.is_authenticated else tokens.none()
 
 
 def allowed(user, action: str, tenant_id: int | None = None) -> bool:

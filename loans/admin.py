@@ -375,17 +375,19 @@ class BurstRequestAdmin(FiguresAdmin):
 class ApiTokenAdmin(FiguresAdmin):
     """Personal API tokens: issued here, shown once, stored hashed; delete one to revoke it."""
 
-    list_display = ["name", "user", "token_prefix", "created_at", "last_used_at"]
-    list_filter = ["user__is_staff"]
+    list_display = ["name", "user", "token_prefix", "scope", "created_at", "last_used_at",
+                    "expires_at"]
+    list_filter = ["scope", "user__is_staff"]
     search_fields = ["name", "user__username", "token_prefix"]
     autocomplete_fields = ["user"]
-    fields = ["user", "name"]
+    fields = ["user", "name", "scope", "expires_at"]
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
     def save_model(self, request, obj, form, change) -> None:
-        record, token = ApiToken.issue(user=obj.user, name=obj.name)
+        record, token = ApiToken.issue(user=obj.user, name=obj.name, scope=obj.scope,
+                                       expires_at=obj.expires_at)
         obj.pk, obj._token = record.pk, token
 
     def response_add(self, request, obj, post_url_continue=None):

@@ -242,14 +242,24 @@ def test_the_admin_speaks_simplified_chinese(client, operator):
 
 def test_an_api_token_issued_in_the_admin_is_shown_once_and_works(client, operator, lead):
     client.force_login(operator)
-    response = client.post(reverse("admin:loans_apitoken_add"),
-                           {"user": lead.pk, "name": "grafana"})
+    expires = timezone.now() + timedelta(days=30)
+    response = client.post(reverse("admin:loans_apitoken_add"), {
+        "user": lead.pk, "name": "grafana", "scope": "read",
+        "expires_at_0": f"{expires:%Y-%m-%d}", "expires_at_1": f"{expires:%H:%M:%S}"})
     token = token_on(response.content.decode())
     assert "no-store" in response["Cache-Control"]
     record = ApiToken.objects.get(name="grafana")
     assert record.user == lead and token not in (record.token_hash, record.token_prefix)
     api = Client().get("/api/v1/tenants/vision/usage", HTTP_AUTHORIZATION=f"Bearer {token}")
     assert api.status_code == 200
+    assert record.scope == "read" and record.expires_at is not None
+    too_far = timezone.now() + timedelta(days=4000)
+    refused = client.post(reverse("admin:loans_apitoken_add"), {
+        "user": lead.pk, "name": "forever", "scope": "read",
+        "expires_at_0": f"{too_far:%Y-%m-%d}", "expires_at_1": "00:00:00"})
+    assert refused.status_code == 200 and "An expiry from now to 3650 days ahead" in (
+        refused.content.decode())
+    assert not ApiToken.objects.filter(name="forever").exists()
 
 
 def test_an_operator_amends_a_contract_in_the_admin_and_a_begun_period_is_refused(

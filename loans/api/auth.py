@@ -1,10 +1,12 @@
-"""`Authorization: Bearer gplu_...` for people's API tokens (loans.models.ApiToken)."""
+"""`Authorization: Bearer gplu_...` for people's API tokens (loans.models.ApiToken): an
+expired one is refused (401), and a read-scoped one is refused every write (403), whatever
+the view's own permissions."""
 
 import hmac
 
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 
 from core.bearer import bearer_token, hash_token
 from loans.models.tokens import API_TOKEN_PREFIX, LAST_USED_EVERY, ApiToken
@@ -24,6 +26,14 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         if not record.user.is_active:
             raise exceptions.AuthenticationFailed(_("This token's user is inactive."))
         now = timezone.now()
+        if record.expired(now):
+            raise exceptions.AuthenticationFailed(
+                _("This API token expired on %(day)s; ask for a new one.")
+                % {"day": f"{record.expires_at:%Y-%m-%d %H:%M} UTC"})
+        if not record.writes and request.method not in permissions.SAFE_METHODS:
+            raise exceptions.PermissionDenied(
+                _("This token's scope is read: it may not %(method)s. Use a token with the "
+                  "read write scope.") % {"method": request.method})
         last = record.last_used_at
         if last is None or (now - last).total_seconds() > LAST_USED_EVERY:
             ApiToken.objects.filter(pk=record.pk).update(last_used_at=now)

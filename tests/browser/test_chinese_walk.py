@@ -106,7 +106,8 @@ def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     page.wait_for_selector("#chart-heatmap .main-svg")
     for path in ["/zh-hans/tenants/vision/", "/zh-hans/tenants/vision/?period=1",
                  "/zh-hans/tenants/vision/?period=all", "/zh-hans/tenants/vision/buy-vs-loan/",
-                 "/zh-hans/accounts/password_change/", "/zh-hans/no-such-page/"]:
+                 "/zh-hans/accounts/password_change/", "/zh-hans/tokens/",
+                 "/zh-hans/no-such-page/"]:
         page.goto(live_server.url + path)
         page.wait_for_load_state("networkidle")
         found[path] = english(page)

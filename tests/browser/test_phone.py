@@ -43,6 +43,7 @@ def phone(browser):
                                            ("operator", "/zh-hans/alerts/?state=all"),
                                            ("lead", "/zh-hans/tenants/vision/"),
                                            ("operator", "/en/advise/"),
+                                           ("lead", "/zh-hans/tokens/"),
                                            ("operator",
                                             "/zh-hans/admin/loans/contract/{contract}/change/")])
 def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator, contract,

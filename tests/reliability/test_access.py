@@ -164,6 +164,10 @@ TABLE = {
                                       "operator": 200}),
     "advise": ("GET", "/en/advise/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
                                       "operator": 200}),
+    # Everyone's own API tokens; operators everyone's (tests/loans/web/test_tokens_page.py).
+    "api-tokens": ("GET", "/en/tokens/", {"*": 200, "anonymous": LOGIN, "agent": LOGIN}),
+    "api-token-revoke": ("POST", "/en/tokens/999999/revoke/",
+                         {"*": 404, "anonymous": LOGIN, "agent": LOGIN}),
     "tenant-advise": ("GET", "/en/tenants/vision/advise/",
                       {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
                        "operator": 200}),

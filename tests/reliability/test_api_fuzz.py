@@ -34,7 +34,7 @@ def api_schema(db):
 
 
 def bearer(user) -> dict:
-    _record, token = ApiToken.issue(user=user, name="fuzz")
+    _record, token = ApiToken.issue(user=user, name="fuzz", scope=ApiToken.Scope.READ_WRITE)
     return {"Authorization": f"Bearer {token}"}
 
 

@@ -55,7 +55,7 @@ def test_with_the_broker_down_nothing_fails_and_jobs_wait_for_it(server, tmp_pat
     # A burst over the max quota is rejected at once, and the lead is told by e-mail: a job.
     tenant.alert_emails = "lead@example.com"
     tenant.save()
-    _record, token = ApiToken.issue(user=lead, name="load")
+    _record, token = ApiToken.issue(user=lead, name="load", scope=ApiToken.Scope.READ_WRITE)
     now = timezone.now()
     status, answer = app.post("/api/v1/bursts/", json.dumps({
         "contract": contract.pk, "gpus": 10_000, "reason": "too many",

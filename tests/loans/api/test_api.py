@@ -22,7 +22,7 @@ HOUR = timedelta(hours=1)
 
 
 def bearer(user) -> dict:
-    _record, token = ApiToken.issue(user=user, name="test")
+    _record, token = ApiToken.issue(user=user, name="test", scope=ApiToken.Scope.READ_WRITE)
     return {"HTTP_AUTHORIZATION": f"Bearer {token}"}
 
 
