@@ -10,7 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from metering import owners
+from metering.intake import owners
 from metering.models import Gpu, Node, UsageSample
 
 

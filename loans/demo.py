@@ -24,8 +24,9 @@ from django.db import connection, transaction
 from loans.maths.billing import local_midnight
 from loans.models import Contract, Membership, Plan, SharingGroup, SharingMember, Tenant
 from loans.services.ledger import sharing
-from metering import owners, partitions
+from metering import partitions
 from metering.attribution import Attributor, Rule
+from metering.intake import owners
 from metering.models import (
     AttributionRule,
     Gpu,

@@ -10,7 +10,6 @@ from django.db import connection, transaction
 from django.db.models import ExpressionWrapper, F, FloatField, Max, Min, Q, Sum
 from django.utils.translation import gettext as _
 
-from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S  # noqa: F401 - loans reads them here
 from metering.models import (
     Cluster,
     Gpu,
@@ -23,6 +22,7 @@ from metering.models import (
     default_cluster,
     hand_over,
 )
+from metering.models.samples import MAX_INTERVAL_S, MIN_INTERVAL_S  # noqa: F401 - loans reads them here
 from metering.recount import insert_rows, rebuild_rollups
 from metering.rules import (  # noqa: F401 - the tenant API's rules go through here
     AttributionRuleSerializer,

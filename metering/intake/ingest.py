@@ -12,11 +12,12 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Case, F, Value, When
 
-from metering import owners, partitions
+from metering import partitions
 from metering.attribution import Attributor, Rule
 from metering.intake import (
     device_limit,
     devices,
+    owners,
     protocol,
     store_postgresql,
     store_sqlite,

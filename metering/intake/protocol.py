@@ -14,6 +14,7 @@ from typing import NamedTuple
 import orjson
 
 from metering.intake.columns import Columns
+from metering.models.samples import MAX_INTERVAL_S, MIN_INTERVAL_S
 
 MAX_UUID = 96
 MAX_TEXT = 253
@@ -23,7 +24,6 @@ FUTURE_SLACK = timedelta(minutes=5)
 OWNER_INT_MIN, OWNER_INT_MAX = -(2**63), 2**63 - 1
 INT32 = 2**31 - 1
 # The seconds a sample may cover (protocol v1); the database checks the same range.
-MIN_INTERVAL_S, MAX_INTERVAL_S = 1, 3600
 
 
 class Oldest(NamedTuple):

@@ -2,7 +2,7 @@
 skips DRF), so its contract is written here, from the protocol the README describes, for
 agents and their authors."""
 
-from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S
+from metering.models.samples import MAX_INTERVAL_S, MIN_INTERVAL_S
 
 SAMPLE = {
     "type": "object",

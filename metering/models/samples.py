@@ -11,9 +11,11 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
-from metering.intake.protocol import MAX_INTERVAL_S, MIN_INTERVAL_S
 from metering.models.devices import Gpu
 
+# A sample's interval, in seconds (agent protocol v1): the database's check and the intake's
+# parser read the same bounds.
+MIN_INTERVAL_S, MAX_INTERVAL_S = 1, 3600
 OWNER_KEYS = ("namespace", "pod", "container", "user", "account", "job")
 
 
