@@ -11,11 +11,13 @@ from django.core.servers.basehttp import WSGIServer
 from django.db import connection
 from django.test.testcases import LiveServerThread
 from django.utils import translation
+from whitenoise.middleware import WhiteNoiseMiddleware
 
 from loans.models import Contract, Membership, Plan, Tenant
 from metering import partitions
 from metering.intake.ingest import forget_gpus
 from metering.models import Node
+from tests import schema_cache
 from tests.slurm import Slurm
 from tests.tiers import mark_tiers, register_profiles
 
@@ -164,6 +166,36 @@ def _one_request_at_a_time_on_in_memory_sqlite():
         return
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(LiveServerThread, "server_class", OneRequestAtATime)
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_files_listed_once():
+    """WhiteNoise lists every static file the finders know (the admin's, the API docs', Plotly)
+    when its middleware is made, and Django's test client makes the middleware anew for every
+    test: a seventh of the quick tier's time went there. The files do not change during a run,
+    so the list is made once a process and handed to each new middleware."""
+    listed: dict[str, dict] = {}
+    original = WhiteNoiseMiddleware.add_files_from_finders
+
+    def add_files_from_finders(self) -> None:
+        if self.static_prefix not in listed:
+            original(self)
+            listed[self.static_prefix] = dict(self.files)
+        else:
+            self.files.update(listed[self.static_prefix])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WhiteNoiseMiddleware, "add_files_from_finders", add_files_from_finders)
+        yield
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """Just before the test databases are made: a new in-memory SQLite database takes the
+    migrated schema kept for these migrations (tests/schema_cache.py)."""
+    with pytest.MonkeyPatch.context() as patch:
+        schema_cache.install(patch)
         yield
 
 

@@ -57,28 +57,28 @@ def _add_to_rollups(cursor, columns: list) -> set[tuple]:
      _temp, unknown) = columns
     by_tenant, by_gpu = rollups.tally(zip(gpu, ts, tenant, interval, allocated, fraction, util,
                                           unknown, strict=True))
-    for (tenant_id, hour), sums in by_tenant.items():
-        cursor.execute(
-            "INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
-            "sample_count, peak_gpus, reported_s, peak_stale) "
-            "VALUES (%s, %s, %s, %s, %s, 0, %s, 1) "
-            "ON CONFLICT (hour, COALESCE(tenant_id, 0)) DO UPDATE SET "
-            "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
-            "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
-            "sample_count = sample_count + excluded.sample_count, "
-            "reported_s = reported_s + excluded.reported_s, peak_stale = 1",
-            [tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s, sums.sample_count,
-             sums.reported_s])
-    for (gpu_id, tenant_id, hour), sums in by_gpu.items():
-        cursor.execute(
-            "INSERT INTO metering_gpuhour (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
-            "sample_count, peak_gpus, reported_s) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (hour, gpu_id, COALESCE(tenant_id, 0)) DO UPDATE SET "
-            "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
-            "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
-            "sample_count = sample_count + excluded.sample_count, "
-            "peak_gpus = max(peak_gpus, excluded.peak_gpus), "
-            "reported_s = reported_s + excluded.reported_s",
-            [gpu_id, tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s,
-             sums.sample_count, sums.peak_gpus, sums.reported_s])
+    # One statement a table, many rows: a batch of hourly samples touches hundreds of hours.
+    cursor.executemany(
+        "INSERT INTO metering_tenanthour (tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
+        "sample_count, peak_gpus, reported_s, peak_stale) "
+        "VALUES (%s, %s, %s, %s, %s, 0, %s, 1) "
+        "ON CONFLICT (hour, COALESCE(tenant_id, 0)) DO UPDATE SET "
+        "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
+        "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
+        "sample_count = sample_count + excluded.sample_count, "
+        "reported_s = reported_s + excluded.reported_s, peak_stale = 1",
+        [[tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s, sums.sample_count,
+          sums.reported_s] for (tenant_id, hour), sums in by_tenant.items()])
+    cursor.executemany(
+        "INSERT INTO metering_gpuhour (gpu_id, tenant_id, hour, allocated_gpu_s, busy_gpu_s, "
+        "sample_count, peak_gpus, reported_s) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (hour, gpu_id, COALESCE(tenant_id, 0)) DO UPDATE SET "
+        "allocated_gpu_s = allocated_gpu_s + excluded.allocated_gpu_s, "
+        "busy_gpu_s = busy_gpu_s + excluded.busy_gpu_s, "
+        "sample_count = sample_count + excluded.sample_count, "
+        "peak_gpus = max(peak_gpus, excluded.peak_gpus), "
+        "reported_s = reported_s + excluded.reported_s",
+        [[gpu_id, tenant_id, adapt(hour), sums.allocated_gpu_s, sums.busy_gpu_s,
+          sums.sample_count, sums.peak_gpus, sums.reported_s]
+         for (gpu_id, tenant_id, hour), sums in by_gpu.items()])
     return set(by_tenant)
