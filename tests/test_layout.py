@@ -252,12 +252,12 @@ def test_the_circle_finder_sees_a_circle():
 
 def test_the_rules_see_a_break():
     """The reader itself: a function-local import of loans inside metering is found."""
-    path = ROOT / "metering" / "_layout_probe.py"
+    path = ROOT / "metering" / "_layout_probe_imports.py"
     path.write_text("def f():\n    from loans.models import Tenant\n    return Tenant\n")
     try:
         assert breaks("metering", lambda _n, m: "x" if top(m) == "loans" else None) == [
-            "metering/_layout_probe.py:2 imports loans.models.Tenant: x",
-            "metering/_layout_probe.py:2 imports loans.models: x"]
+            "metering/_layout_probe_imports.py:2 imports loans.models.Tenant: x",
+            "metering/_layout_probe_imports.py:2 imports loans.models: x"]
     finally:
         path.unlink()
 
@@ -321,11 +321,11 @@ def test_metering_usage_only_reads():
 
 
 def test_the_write_finder_sees_a_write():
-    path = ROOT / "metering" / "_layout_probe.py"
+    path = ROOT / "metering" / "_layout_probe_writes.py"
     path.write_text("def f(m):\n    m.objects.filter(x=1).delete()\n    return 'INSERT INTO t'\n")
     try:
-        assert writes_in(path) == ["metering/_layout_probe.py:2 .delete()",
-                                   "metering/_layout_probe.py:3 'INSERT INTO t'"]
+        assert writes_in(path) == ["metering/_layout_probe_writes.py:2 .delete()",
+                                   "metering/_layout_probe_writes.py:3 'INSERT INTO t'"]
     finally:
         path.unlink()
 
