@@ -40,17 +40,25 @@ def assert_rollups_equal_a_recount() -> None:
 
 
 def worker() -> int:
-    """This process's number among pytest-xdist's workers (gw0, gw1: make test and make quick
-    run one a core); 0 without xdist."""
+    """This process's number among pytest-xdist's workers (gw0, gw1, ...); 0 without xdist."""
     name = os.environ.get("PYTEST_XDIST_WORKER", "")
     return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
 
 
+# The Redis databases the tests use (each names one by its number here); the application's own,
+# 0 to 2, are never used.
+TEST_REDIS_DATABASES = (8, 9, 15)
+MAX_WORKERS = (16 - 3) // len(TEST_REDIS_DATABASES)  # 4
+
+
 def redis_url(db: int) -> str:
-    """A Redis database of this worker's own: `db` for the first worker, db + 4 (mod 16) for
-    the second, so two workers never flush or share each other's queues (the application's
-    own databases, 0 to 2, are never used)."""
-    return f"redis://127.0.0.1:6379/{(db + 4 * worker()) % 16}"
+    """A Redis database of this worker's own for the test's database `db`: three a worker from
+    database 3 on, so that up to four workers never flush or share each other's queues."""
+    k = worker()
+    if k >= MAX_WORKERS:
+        raise RuntimeError(f"the tests' Redis databases serve {MAX_WORKERS} workers, not {k + 1}")
+    number = 3 + len(TEST_REDIS_DATABASES) * k + TEST_REDIS_DATABASES.index(db)
+    return f"redis://127.0.0.1:6379/{number}"
 
 
 def free_port() -> int:
