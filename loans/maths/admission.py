@@ -18,6 +18,7 @@ the committed cost plus the budget.
 import math
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
+from fractions import Fraction
 
 ALLOW, BUDGET, HOLD = "allow", "budget", "hold"
 
@@ -42,7 +43,10 @@ def budgets(*, committed_gpu_hours: Decimal, overage_rate: Decimal, policy: str,
             raise ValueError("the budget policy needs a budget of zero or more")
         if overage_rate <= 0:
             return Budgets(commitment, None)
-        return Budgets(commitment, _minutes(budget / overage_rate))
+        # Exactly, as a fraction: budget / rate in 28 digits, times 60, fell a hair below a
+        # whole minute that fits (7.2704 / 0.0006 x 60 is 727,040, not 727,039.99...).
+        return Budgets(commitment, max(0, math.floor(Fraction(budget) * 60
+                                                     / Fraction(overage_rate))))
     if policy == ALLOW:
         return Budgets(commitment, None)
     raise ValueError(f"unknown overage policy {policy!r}")

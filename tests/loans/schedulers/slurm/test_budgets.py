@@ -59,6 +59,14 @@ def test_the_money_billed_never_passes_the_policys_limit(committed, rate, curren
         assert in_commitment + in_overage == sum(g * min(r, t) for g, t, r in jobs)  # all ran
 
 
+def test_a_budget_that_buys_whole_minutes_exactly_gets_every_one():
+    """7.2704 at 0.0006 a GPU-hour buys 727,040 GPU-minutes exactly; worked out as
+    budget / rate in 28 digits and then times 60, it came to 727,039.99... and lost one."""
+    limits = admission.budgets(committed_gpu_hours=Decimal(0), overage_rate=Decimal("0.0006"),
+                               policy=admission.BUDGET, budget=Decimal("7.2704"))
+    assert limits.overage_minutes == 727_040
+
+
 def test_the_commitment_is_its_whole_gpu_minutes_rounded_down():
     limits = admission.budgets(committed_gpu_hours=Decimal("10.01"),
                                overage_rate=Decimal("12"), policy=admission.BUDGET,
