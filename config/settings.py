@@ -54,6 +54,23 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_map(name: str, default: dict[str, str]) -> dict[str, str]:
+    """`name=value` pairs separated by semicolons (values may hold spaces and commas):
+    GPU_TYPE_MODELS="h100=NVIDIA H100 80GB HBM3; a100=NVIDIA A100-SXM4-80GB"."""
+    raw = env_str(name)
+    if not raw:
+        return default
+    out = {}
+    for item in (part.strip() for part in raw.split(";")):
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ImproperlyConfigured(f"{name}: {item!r} is not written name=value.")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def database_from_url(url: str) -> dict:
     try:
         config = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 60))
@@ -376,6 +393,15 @@ try:
                                 for item in env_list("WEBHOOK_ALLOWED_NETWORKS", [])]
 except ValueError as exc:
     raise ImproperlyConfigured(f"WEBHOOK_ALLOWED_NETWORKS: {exc}") from None
+# The floor (docs/guarantee.md): each scheduler's GPU type names (Slurm's gres types,
+# Kubernetes' resource names and node labels) as the plans' GPU models; an untyped request, or
+# a type not named here, counts for a plan where its cluster has one model. An alert opens
+# when a contract's availability is within GUARANTEE_ALERT_POINTS percentage points of its
+# guarantee (or below it). Kubernetes clusters with an API address are listed this often.
+GPU_TYPE_MODELS = env_map("GPU_TYPE_MODELS", {})
+GUARANTEE_ALERT_POINTS = env_int("GUARANTEE_ALERT_POINTS", 1)
+KUBERNETES_LIST_SECONDS = env_int("KUBERNETES_LIST_SECONDS", 60, minimum=10)
+KUBERNETES_API_TIMEOUT_SECONDS = env_int("KUBERNETES_API_TIMEOUT_SECONDS", 10, minimum=1)
 # Recommend another plan only when it would have been cheaper by this share.
 PLAN_SWITCH_MARGIN_PERCENT = env_int("PLAN_SWITCH_MARGIN_PERCENT", 10)
 # A dismissed or accepted recommendation is not raised again for 30 days unless its value moved

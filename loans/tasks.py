@@ -11,6 +11,7 @@ from loans.services.advice import kept_files
 from loans.services.advice.standalone import refresh_recommendations
 from loans.services.alerts import notify
 from loans.services.alerts.conditions import evaluate_alerts
+from loans.services.guarantee import holds
 from loans.services.ledger.closing import close_due_periods
 from metering.usage.slurm import find_slurm_cluster
 
@@ -45,6 +46,14 @@ def grant_bursts() -> str:
     """Grant queued burst requests that fit now (every minute, from beat)."""
     run = bursts.process_queue(timezone.now())
     return f"{run.granted} granted, {run.expired} expired"
+
+
+@shared_task(**RETRY)
+def note_holds() -> str:
+    """Open and close gpuloans' own holds of contracts, which the floor does not count (every
+    minute, from beat)."""
+    noted = holds.note(timezone.now())
+    return f"{noted.opened} holds opened, {noted.closed} closed"
 
 
 @shared_task(**RETRY)

@@ -242,7 +242,7 @@ class ContractBurndown(APIView):
         found = figures(contract, period, now, entry)
         pool = pooled.pool_of(contract, now, ledger.groups) if entry.state == "open" else None
         projected = bills.projected(contract.pk, entry.terms, period,
-                                     found.projected_used_gpu_hours, pool) \
+                                     found.projected_used_gpu_hours, pool, entry.credit) \
             if entry.state == "open" else None
         body = burndown_json(contract, found, bills.of_entry(entry), projected)
         policy = overage.describe(contract, now, entry)

@@ -21,6 +21,9 @@ from decimal import ROUND_FLOOR, Decimal
 from fractions import Fraction
 
 ALLOW, BUDGET, HOLD = "allow", "budget", "hold"
+# The QOS gpuloans gives each Slurm account (loans.schedulers.slurm.budgets): a job in the
+# overage one is past its commitment, not short of its floor (loans.services.guarantee).
+COMMIT_QOS, OVERAGE_QOS = "gpuloans-commit-", "gpuloans-overage-"
 
 
 @dataclass(frozen=True)

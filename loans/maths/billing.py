@@ -124,6 +124,8 @@ class Terms:
     currency: str
     upfront_fee: Decimal = Decimal(0)
     gpu_model: str = ""
+    guarantee_pct: Decimal = Decimal(100)  # the floor: the base quota there this % of the time
+    credit_tiers: str = ""  # service credits below levels of it: "95:10, 90:25" (guarantee)
 
     def cost(self, used: Decimal) -> "PeriodCost":
         """A period's cost under these terms when `used` GPU-hours were allocated."""
@@ -204,28 +206,35 @@ class Correction:
     # In a sharing group: the period's sharing (borrowed less lent) billed before and re-run.
     sharing_before_cost: Decimal = ZERO
     sharing_after_cost: Decimal = ZERO
+    # The period's service credit (negative) billed before, and at the waits known now.
+    credit_before_cost: Decimal = ZERO
+    credit_after_cost: Decimal = ZERO
 
     @property
     def amount(self) -> Decimal:
         return (self.overage_after_cost - self.overage_before_cost
-                + self.sharing_after_cost - self.sharing_before_cost)
+                + self.sharing_after_cost - self.sharing_before_cost
+                + self.credit_after_cost - self.credit_before_cost)
 
     @property
     def billed_after_gpu_hours(self) -> Decimal:
         return self.billed_gpu_hours + self.gpu_hours
 
 
-def correction(terms: Terms, *, billed: Decimal, metered: Decimal) -> Correction | None:
-    """correction = cost(metered) - cost(billed) under the period's terms; None when the meter
-    agrees with what was billed (to 1e-6 GPU-h)."""
+def correction(terms: Terms, *, billed: Decimal, metered: Decimal, billed_credit: Decimal = ZERO,
+               credit: Decimal = ZERO) -> Correction | None:
+    """correction = cost(metered) - cost(billed) under the period's terms, with the change in
+    its service credit; None when the meter agrees with what was billed (to 1e-6 GPU-h) and
+    the credit is unchanged."""
     billed, metered = gpu_hours(billed), gpu_hours(metered)
-    if billed == metered:
+    if billed == metered and billed_credit == credit:
         return None
     before, after = terms.cost(billed), terms.cost(metered)
     return shared_correction(
-        terms, billed=Billed(billed, before.overage_gpu_hours, before.overage_cost),
+        terms, billed=Billed(billed, before.overage_gpu_hours, before.overage_cost,
+                             credit=billed_credit),
         metered=metered, overage_gpu_hours=after.overage_gpu_hours,
-        overage_cost=after.overage_cost, sharing=ZERO)
+        overage_cost=after.overage_cost, sharing=ZERO, credit=credit)
 
 
 @dataclass(frozen=True)
@@ -236,17 +245,19 @@ class Billed:
     overage_gpu_hours: Decimal
     overage_cost: Decimal
     sharing: Decimal = ZERO  # borrowed less lent, in a sharing group
+    credit: Decimal = ZERO  # the service credit (negative)
 
 
 def shared_correction(terms: Terms, *, billed: Billed, metered: Decimal,
-                      overage_gpu_hours: Decimal, overage_cost: Decimal, sharing: Decimal
-                      ) -> Correction | None:
+                      overage_gpu_hours: Decimal, overage_cost: Decimal, sharing: Decimal,
+                      credit: Decimal | None = None) -> Correction | None:
     """A period stated in a sharing group, re-run at the usage the meter holds now (its own
-    and its partners'): the difference in its overage and in its sharing, as money; None when
-    neither its usage nor its money changed."""
+    and its partners'): the difference in its overage, its sharing and its credit (`credit`:
+    the credit now; None: as billed), as money; None when none of them changed."""
     metered = gpu_hours(metered)
+    credit = billed.credit if credit is None else credit
     if (metered == billed.gpu_hours and overage_cost == billed.overage_cost
-            and sharing == billed.sharing):
+            and sharing == billed.sharing and credit == billed.credit):
         return None
     return Correction(
         gpu_hours=metered - billed.gpu_hours, billed_gpu_hours=billed.gpu_hours,
@@ -255,7 +266,16 @@ def shared_correction(terms: Terms, *, billed: Billed, metered: Decimal,
         overage_before_gpu_hours=billed.overage_gpu_hours,
         overage_after_gpu_hours=overage_gpu_hours, overage_before_cost=billed.overage_cost,
         overage_after_cost=overage_cost, sharing_before_cost=billed.sharing,
-        sharing_after_cost=sharing)
+        sharing_after_cost=sharing, credit_before_cost=billed.credit,
+        credit_after_cost=credit)
+
+
+def service_credit(committed_cost: Decimal, percent: Decimal, currency: str) -> Decimal:
+    """The credit a period's availability earned: `percent` of its committed cost, to the
+    currency's minor unit, as a negative line (0 when nothing is credited)."""
+    if percent <= 0:
+        return ZERO
+    return -money(committed_cost * percent / 100, currency)
 
 
 def utilisation(committed: Decimal, used: Decimal) -> Decimal | None:

@@ -1,6 +1,6 @@
 """Tenants, their members, the plan catalogue, contracts and their amendments, statements and
-their correction lines, alerts, recommendations, API tokens, jobs waiting for the broker and
-the changes made to Slurm's limits."""
+their correction lines, alerts, recommendations, API tokens, jobs waiting for the broker, the
+changes made to Slurm's limits and the intervals gpuloans held a contract."""
 
 from loans.models.admission import OveragePolicy, policies_of, policy_of
 from loans.models.alerts import Alert
@@ -17,6 +17,7 @@ from loans.models.fields import (
     slug_validator,
     validate_time_zone,
 )
+from loans.models.guarantee import ContractHold
 from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
@@ -28,7 +29,8 @@ from loans.models.tokens import ApiToken
 
 __all__ = [
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
-    "BurstRequest", "Contract", "CorrectionLine", "Membership", "OveragePolicy", "PendingTask",
+    "BurstRequest", "Contract", "ContractHold", "CorrectionLine", "Membership", "OveragePolicy",
+    "PendingTask",
     "Plan", "policies_of", "policy_of", "Recommendation", "SlurmAccountHold", "SlurmLimitChange",
     "GroupStatement", "SharingGroup", "SharingLine", "SharingMember", "Statement", "Tenant",
     "Terms", "currency_validator",

@@ -15,10 +15,13 @@ from loans.maths.billing import Terms
 from loans.models.contracts import Contract
 
 INTEGER_TERMS = ("base_quota_gpus", "max_quota_gpus", "term_months")
+TEXT_TERMS = ("credit_tiers",)
 
 
-def term_value(name: str, text: str) -> Decimal | int:
-    """A term as an amendment stores it (text), back as the number it is."""
+def term_value(name: str, text: str) -> Decimal | int | str:
+    """A term as an amendment stores it (text), back as the value it is."""
+    if name in TEXT_TERMS:
+        return text
     return int(text) if name in INTEGER_TERMS else Decimal(text)
 
 

@@ -14,13 +14,14 @@ from decimal import Decimal
 from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from loans.maths import billing
+from loans.maths import billing, guarantee
 from loans.maths.billing import Terms
 from loans.models.contract_checks import ContractChecks, differ
 from loans.models.fields import (
@@ -28,6 +29,7 @@ from loans.models.fields import (
     currency_validator,
     default_time_zone,
     non_negative,
+    tiers_validator,
     validate_time_zone,
 )
 from loans.models.plans import Plan
@@ -55,18 +57,20 @@ class Contract(ContractChecks, models.Model):
         "overage_multiplier",
         "term_months",
         "upfront_fee",
+        "guarantee_pct",
+        "credit_tiers",
     )
     # What signing fixes: the contract's own numbers from then on, whatever the plan becomes,
     # and whose contract it is, of which plan.
     SIGNED = (
         "tenant", "plan", "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
         "committed_rate", "overage_rate", "overage_multiplier", "upfront_fee", "currency",
-        "gpu_model", "signed_at",
+        "gpu_model", "guarantee_pct", "credit_tiers", "signed_at",
     )
     # What an amendment may change, from a period that has not begun.
     AMENDABLE = (
         "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours", "committed_rate",
-        "overage_rate",
+        "overage_rate", "guarantee_pct", "credit_tiers",
     )
     # Fixed once a statement exists (the term may still be shortened by termination).
     STATED = ("starts_on", "time_zone", "term_months")
@@ -121,6 +125,16 @@ class Contract(ContractChecks, models.Model):
         _("currency"), max_length=3, blank=True, validators=[currency_validator],
         help_text=_("Copied from the plan at signing."),
     )
+    guarantee_pct = models.DecimalField(
+        _("guarantee level (%)"), max_digits=5, decimal_places=2, null=True, blank=True,
+        validators=[MinValueValidator(0), MaxValueValidator(100)],
+        help_text=_("Empty: the plan's. The base quota is there when asked for this share of "
+                    "the time."))
+    credit_tiers = models.CharField(  # noqa: DJ001 - NULL: the plan's; "": no credits
+        _("service credits"), max_length=200, null=True, blank=True,
+        validators=[tiers_validator],
+        help_text=_("Empty: the plan's. Availability below a level credits a percent of the "
+                    "period's committed cost: 95:10, 90:25."))
     gpu_model = models.CharField(
         _("GPU model"), max_length=100, blank=True,
         help_text=_("Copied from the plan at signing; empty: any model."),
@@ -237,6 +251,8 @@ class Contract(ContractChecks, models.Model):
         self.upfront_fee = terms.upfront_fee
         self.currency = terms.currency
         self.gpu_model = terms.gpu_model
+        self.guarantee_pct = terms.guarantee_pct
+        self.credit_tiers = terms.credit_tiers
         self.signed_at = now or timezone.now()
 
     def _place(self) -> None:
@@ -287,6 +303,8 @@ class Contract(ContractChecks, models.Model):
             currency=self.currency or plan.currency,
             upfront_fee=pick("upfront_fee"),
             gpu_model=self.gpu_model if self.is_signed else plan.gpu_model,
+            guarantee_pct=Decimal(pick("guarantee_pct")),
+            credit_tiers=guarantee.tiers_text(guarantee.parse_tiers(pick("credit_tiers"))),
         )
 
     def signed_terms(self) -> Terms:
@@ -300,6 +318,8 @@ class Contract(ContractChecks, models.Model):
             overage_rate=billing.rate(self.overage_rate), term_months=self.term_months,
             currency=self.currency, upfront_fee=Decimal(self.upfront_fee),
             gpu_model=self.gpu_model,
+            guarantee_pct=Decimal(100 if self.guarantee_pct is None else self.guarantee_pct),
+            credit_tiers=self.credit_tiers or "",
         )
 
     def amendments_in_order(self) -> list:

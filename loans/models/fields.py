@@ -11,7 +11,7 @@ from django.core.validators import MinValueValidator, RegexValidator, validate_e
 from django.utils.translation import gettext_lazy as _
 
 from core.addresses import validate_public_url
-from loans.maths import billing
+from loans.maths import billing, guarantee
 
 # A period can hold at most 31 days of the max quota; a commitment above that can never be met.
 MAX_HOURS_PER_PERIOD = 31 * 24
@@ -85,3 +85,22 @@ def whole_minor_units(amount: Decimal | None, currency: str, field: str) -> None
         raise ValidationError({field: _(
             "An amount in %(currency)s is a whole number of %(unit)s %(currency)s; "
             "%(amount)s is not.") % {"currency": currency, "unit": unit, "amount": amount}})
+
+
+def tier_error(error: guarantee.TierError) -> str:
+    """What is wrong with service-credit tiers, in the reader's language."""
+    messages = {
+        "format": _("%(part)s is not a tier written level:credit, such as 95:10."),
+        "range": _("%(part)s: both percents must be above 0 and at most 100."),
+        "same": _("Two tiers have the same level."),
+        "order": _("A lower availability cannot earn a smaller credit."),
+    }
+    return str(messages[error.code]) % {"part": error.part[:40]}
+
+
+def tiers_validator(value: str) -> None:
+    """Service-credit tiers as loans.maths.guarantee.parse_tiers reads them."""
+    try:
+        guarantee.parse_tiers(value or "")
+    except guarantee.TierError as error:
+        raise ValidationError(tier_error(error)) from None

@@ -14,6 +14,7 @@ from loans.models.fields import (
     currency_validator,
     default_currency,
     non_negative,
+    tiers_validator,
     whole_minor_units,
 )
 
@@ -51,6 +52,10 @@ class Plan(models.Model):
     guarantee_pct = models.DecimalField(
         _("guarantee level (%)"), max_digits=5, decimal_places=2, default=Decimal(100)
     )
+    credit_tiers = models.CharField(
+        _("service credits"), max_length=200, blank=True, validators=[tiers_validator],
+        help_text=_("Availability below a level credits a percent of the period's committed "
+                    "cost: 95:10, 90:25 (below 95%: 10%; below 90%: 25%). Empty: none."))
     upfront_fee = models.DecimalField(
         _("upfront fee"), max_digits=16, decimal_places=4, default=Decimal(0),
         validators=non_negative(),

@@ -88,6 +88,22 @@ class Statement(models.Model):
         _("overage cost without sharing"), max_digits=MONEY_DIGITS,
         decimal_places=MONEY_PLACES, null=True, blank=True,
         help_text=_("In a sharing group: what its overage would have cost alone."))
+    # The floor (DESIGN "The floor"): the period's availability against its guarantee, the
+    # GPU-hours its team was short of its base quota, and the service credit that earned (a
+    # negative line of the total). None before the floor was measured.
+    availability = models.DecimalField(
+        _("availability"), max_digits=9, decimal_places=8, null=True, blank=True,
+        help_text=_("The share of the period the base quota was there when asked for."))
+    guarantee_pct = models.DecimalField(_("guarantee level (%)"), max_digits=5,
+                                        decimal_places=2, null=True, blank=True)
+    short_gpu_hours = models.DecimalField(_("short GPU-hours"), max_digits=16,
+                                          decimal_places=6, default=Decimal(0))
+    credit_pct = models.DecimalField(_("credit (%)"), max_digits=5, decimal_places=2,
+                                     default=Decimal(0))
+    credit = models.DecimalField(
+        _("service credit"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
+        default=Decimal(0), help_text=_("Negative: credited for availability below the "
+                                        "guarantee's tiers."))
     total_cost = models.DecimalField(_("total"), max_digits=MONEY_DIGITS,
                                      decimal_places=MONEY_PLACES)
     currency = models.CharField(_("currency"), max_length=3)
@@ -121,9 +137,10 @@ class Statement(models.Model):
             models.CheckConstraint(
                 condition=adds_up("total_cost", F("committed_cost") + F("overage_cost")
                                   + F("corrections_cost") + F("upfront_fee")
-                                  + F("shared_cost")),
+                                  + F("shared_cost") + F("credit")),
                 name="statement_total_adds_up",
             ),
+            models.CheckConstraint(condition=Q(credit__lte=0), name="statement_credit_credits"),
             models.CheckConstraint(
                 condition=Q(kind__in=["period", "corrections"]), name="statement_kind_known"),
         ]
@@ -217,6 +234,13 @@ class CorrectionLine(models.Model):
         _("sharing after"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
         default=Decimal(0), help_text=_("In a sharing group: the period's sharing re-run at "
                                         "the usage the meter holds now."))
+    credit_before_cost = models.DecimalField(
+        _("credit before"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
+        default=Decimal(0), help_text=_("The period's service credit billed before."))
+    credit_after_cost = models.DecimalField(
+        _("credit after"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES,
+        default=Decimal(0), help_text=_("The period's service credit at the waits the "
+                                        "schedulers have reported since."))
     amount = models.DecimalField(_("amount"), max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES)
 
     class Meta:
@@ -226,7 +250,8 @@ class CorrectionLine(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=adds_up("amount", F("overage_after_cost") - F("overage_before_cost")
-                                  + F("sharing_after_cost") - F("sharing_before_cost")),
+                                  + F("sharing_after_cost") - F("sharing_before_cost")
+                                  + F("credit_after_cost") - F("credit_before_cost")),
                 name="correction_amount_adds_up"),
             models.UniqueConstraint(fields=["statement", "period_index"],
                                     name="correction_once_per_statement_and_period"),

@@ -206,7 +206,7 @@ def _period(contract: Contract, ledger, period: Period, now, pool: pooled.Pool |
     zone = contract.zone
     bill = bills.of_entry(entry)
     projected = bills.projected(contract.pk, entry.terms, period,
-                                 figures.projected_used_gpu_hours, pool) \
+                                 figures.projected_used_gpu_hours, pool, entry.credit) \
         if entry.state == "open" else None
     said = verdict.verdict(projected=projected, exhaustion=figures.projected_exhaustion,
                            now=now, zone=zone, recommendations=recommendations) \

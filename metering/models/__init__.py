@@ -37,12 +37,13 @@ from metering.models.samples import (
     UsageSample,
 )
 from metering.models.slurm import SlurmHour, SlurmJob
+from metering.models.waits import JobWait
 
 __all__ = [
     "DEFAULT_CLUSTER", "NO_TENANT", "OWNER_FIELDS", "OWNER_KEYS", "TENURE_START", "TOKEN_PREFIX",
     "AttributionRule", "Cluster", "DeviceRefusal", "Gpu", "GpuHour", "GpuTenure", "HourlyRollup",
-    "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution", "SlurmHour",
-    "SlurmJob", "TenantHour", "UsageSample", "default_cluster", "hash_token",
+    "JobWait", "Node", "NodeQuerySet", "Owner", "RawHorizon", "RealField", "Reattribution",
+    "SlurmHour", "SlurmJob", "TenantHour", "UsageSample", "default_cluster", "hash_token",
     "node_name_validator", "hand_over", "index_key", "is_part", "physical_key", "share_of",
     "tenant_model",
 ]

@@ -38,6 +38,35 @@ class Cluster(models.Model):
                             default=Kind.PLAIN)
     description = models.TextField(_("description"), blank=True)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    # Kubernetes: where the floor's lister reads Workloads or pods (a read-only service
+    # account, deploy/kubernetes/gpuloans-reader.yaml). The credential itself is never stored
+    # here: only where it is read from.
+    api_url = models.URLField(_("API server"), blank=True,
+                              help_text=_("Kubernetes: the API server's address, "
+                                          "https://host:6443. Empty: the cluster's waits are "
+                                          "not read."))
+    api_token_file = models.CharField(
+        _("token file"), max_length=500, blank=True,
+        help_text=_("Kubernetes: a file holding the service account's token (e.g. a mounted "
+                    "secret)."))
+    api_token_env = models.CharField(
+        _("token variable"), max_length=100, blank=True,
+        validators=[RegexValidator(r"^[A-Z_][A-Z0-9_]*$", _("An environment variable's name: "
+                                                           "capitals, digits, underscores."))],
+        help_text=_("Kubernetes: the environment variable holding the token, where no file "
+                    "is named."))
+    api_ca_file = models.CharField(
+        _("CA file"), max_length=500, blank=True,
+        help_text=_("Kubernetes: the API server's certificate authority; empty: the system's."))
+
+    class Queue(models.TextChoices):
+        KUEUE = "kueue", _("Kueue workloads")
+        PODS = "pods", _("pods")
+
+    queue = models.CharField(_("waiting work read from"), max_length=8, choices=Queue.choices,
+                             default=Queue.KUEUE, help_text=_(
+                                 "Kubernetes: Kueue's Workloads, or pods where the cluster "
+                                 "queues with a plain ResourceQuota."))
 
     class Meta:
         ordering = ["name"]
@@ -46,6 +75,13 @@ class Cluster(models.Model):
         constraints = [
             models.CheckConstraint(condition=Q(kind__in=["kubernetes", "slurm", "plain"]),
                                    name="cluster_kind_known"),
+            models.CheckConstraint(condition=~Q(api_token_file="") | ~Q(api_token_env="")
+                                   | Q(api_url=""), name="cluster_api_has_a_credential",
+                                   violation_error_message=_(
+                                       "Say where the API's token is read from: a file or "
+                                       "an environment variable.")),
+            models.CheckConstraint(condition=Q(queue__in=["kueue", "pods"]),
+                                   name="cluster_queue_known"),
         ]
 
     def __str__(self) -> str:
@@ -53,8 +89,10 @@ class Cluster(models.Model):
 
 
 def default_cluster() -> int:
-    """The cluster a node joins when none is named (every node belongs to one)."""
-    return Cluster.objects.get_or_create(name=DEFAULT_CLUSTER)[0].pk
+    """The cluster a node joins when none is named (every node belongs to one). Only its key
+    is read: migration metering 0007 calls this with the columns of its own time."""
+    pk = Cluster.objects.filter(name=DEFAULT_CLUSTER).values_list("pk", flat=True).first()
+    return pk if pk is not None else Cluster.objects.create(name=DEFAULT_CLUSTER).pk
 
 
 class NodeQuerySet(models.QuerySet):

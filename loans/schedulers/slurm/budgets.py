@@ -32,8 +32,7 @@ from loans.schedulers.protocol import Change
 from loans.schedulers.slurm.commands import Run, accounts_at, run_slurm, sacctmgr, slurm
 from metering.schedulers import gpu_count
 
-COMMIT = "gpuloans-commit-"
-OVERAGE = "gpuloans-overage-"
+COMMIT, OVERAGE = admission.COMMIT_QOS, admission.OVERAGE_QOS
 WAITING = "QOSGrpGRESMinutes"  # the reason of a job pending on a QOS's GPU-minutes
 COMMIT_PRIORITY, OVERAGE_PRIORITY = 10, 0  # overage jobs start after committed ones
 

@@ -79,6 +79,12 @@ def focus_rows(ledger: Ledger, issuer: str) -> list[dict]:
                     out.append(_overage_row(row, s, line, contract.plan_id))
             elif line.kind in ("borrowed", "lent"):
                 out.append(_shared_row(row, s, line, contract.plan_id))
+            elif line.kind == "credit":
+                out.append(_credit_row(row, s, line.amount, contract.plan_id,
+                                       f"Service credit, period {s.number}: availability "
+                                       f"{_percent(s.availability)} against a guarantee of "
+                                       f"{s.guarantee_pct}%, {s.credit_pct}% of the committed "
+                                       f"cost"))
             else:
                 out += _correction_rows(row, commitment, s, line.corrects, contract.plan_id)
     return out
@@ -183,7 +189,9 @@ def _fee_rows(row: dict, s: Statement, line: Line, plan_id: int) -> list[dict]:
          "ChargeDescription": f"Upfront fee of the contract, billed with period {s.number}"},
         {**common, "ChargeCategory": "Usage", "BilledCost": _money(ZERO, s.currency),
          "EffectiveCost": fee,
-         "ConsumedQuantity": "1", "ConsumedUnit": "Fee",
+         # "1.0", not "1": where it is the column's only value, a reader that infers types
+         # from the text takes "1" for an integer (as _money writes whole yen).
+         "ConsumedQuantity": "1.0", "ConsumedUnit": "Fee",
          "ChargeDescription": f"Upfront fee of the contract, taken in period {s.number}"},
     ]
 
@@ -252,7 +260,32 @@ def _correction_rows(row: dict, commitment: dict, s: Statement, c: CorrectionLin
                 f"usage now metered: borrowed less lent {c.sharing_before_cost} -> "
                 f"{c.sharing_after_cost}"),
         })
+    credited = c.credit_after_cost - c.credit_before_cost
+    if credited:
+        out.append(_credit_row(
+            row, s, credited, plan_id,
+            f"Correction of period {c.period_index + 1}: its service credit at the waits the "
+            f"schedulers reported since: {c.credit_before_cost} -> {c.credit_after_cost}",
+            correction=True))
     return out
+
+
+def _percent(share: Decimal | None) -> str:
+    return "unmeasured" if share is None else f"{share * 100:.4f}%"
+
+
+def _credit_row(row: dict, s: Statement, amount: Decimal, plan_id: int, description: str,
+                correction: bool = False) -> dict:
+    """A service credit for availability below the guarantee's tiers (DESIGN "The floor"):
+    a Credit, negative in both costs."""
+    money = _money(amount, s.currency)
+    return {
+        **row, **_price(plan_id, "service-credit"),
+        "ChargeCategory": "Credit", "ChargeClass": "Correction" if correction else "",
+        "ChargeFrequency": "Usage-Based", "PricingCategory": "", "PricingUnit": "",
+        "BilledCost": money, "EffectiveCost": money, "ContractedCost": money, "ListCost": money,
+        "ChargeDescription": description,
+    }
 
 
 def _shared_row(row: dict, s: Statement, line: Line, plan_id: int) -> dict:

@@ -1,5 +1,6 @@
 """A statement's charges, each with its GPU-hours, rate and amount: the commitment, the overage,
-what sharing borrowed and lent, and the corrections of earlier periods. Every export reads a
+what sharing borrowed and lent, the service credit its floor earned, and the corrections of
+earlier periods. Every export reads a
 statement through these lines, so none prices anything."""
 
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ class Line:
     overage billed before and after; its amount is their difference)."""
 
     statement: Statement
-    kind: str  # "upfront_fee", "commitment", "overage", "borrowed", "lent", "correction"
+    # "upfront_fee", "commitment", "overage", "borrowed", "lent", "credit", "correction"
+    kind: str
     gpu_hours: Decimal
     rate: Decimal
     amount: Decimal  # a lent line's is a credit: negative
@@ -53,6 +55,11 @@ def lines(statement: Statement) -> list[Line]:
         # and lent (credited at this contract's).
         out += [Line(statement, x.kind, x.gpu_hours, x.rate, amount(x.signed_amount),
                      shares=x) for x in statement.shared_lines]
+        # The service credit: one credit of its amount (negative), as the upfront fee is one
+        # fee (the percent of the committed cost it is, and why, are the statement's).
+        if statement.credit:
+            credit = amount(statement.credit)
+            out.append(Line(statement, "credit", Decimal(1), credit, credit))
     # A correction prices the change in overage (hours that stay under the commitment cost
     # nothing): rate x those GPU-hours is its amount, up to the rounding of each side.
     out += [Line(statement, "correction", c.overage_change_gpu_hours, c.overage_rate,

@@ -45,6 +45,10 @@ def _statement(s: Statement, terms: billing.Terms | None, contract: Contract) ->
         "allocated_gpu_hours": str(s.allocated_gpu_hours),
         "busy_gpu_hours": str(s.busy_gpu_hours), "completeness": str(s.completeness),
         "lines": [_line(line) for line in lines(s)],
+        "floor": None if s.kind != Statement.Kind.PERIOD or s.availability is None else {
+            "availability": str(s.availability), "guarantee_pct": str(s.guarantee_pct),
+            "short_gpu_hours": str(s.short_gpu_hours), "credit_pct": str(s.credit_pct),
+            "credit": str(billing.money(s.credit, s.currency))},
         "sharing": None if s.standalone_overage_cost is None else {
             "overage_without_sharing": str(billing.money(s.standalone_overage_cost,
                                                          s.currency)),
@@ -80,6 +84,8 @@ def _correction_figures(c, currency: str) -> dict:
                           "amount": amount(c.overage_after_cost)},
         "sharing_before": amount(c.sharing_before_cost),
         "sharing_after": amount(c.sharing_after_cost),
+        "credit_before": amount(c.credit_before_cost),
+        "credit_after": amount(c.credit_after_cost),
         "amount": amount(c.amount),
     }
 

@@ -11,11 +11,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from loans.maths import billing
+from loans.maths import billing, guarantee
 from loans.maths.billing import Terms
 from loans.models import Amendment, Contract, Plan, Recommendation, Statement
-from loans.models.amendments import INTEGER_TERMS
-from loans.models.fields import MAX_HOURS_PER_PERIOD
+from loans.models.amendments import INTEGER_TERMS, TEXT_TERMS
+from loans.models.fields import MAX_HOURS_PER_PERIOD, tier_error
 from loans.services import bursts
 
 Kind = Recommendation.Kind
@@ -38,7 +38,12 @@ def _locked(contract: Contract) -> Contract:
             .prefetch_related("amendments").get(pk=contract.pk))
 
 
-def _number(name: str, value) -> Decimal | int:
+def _number(name: str, value) -> Decimal | int | str:
+    if name in TEXT_TERMS:  # service-credit tiers, kept as the canonical text
+        try:
+            return guarantee.tiers_text(guarantee.parse_tiers(str(value)))
+        except guarantee.TierError as error:
+            raise ValidationError({name: tier_error(error)}) from None
     try:
         number = Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
@@ -46,6 +51,8 @@ def _number(name: str, value) -> Decimal | int:
             "value": str(value)[:40]}}) from None
     if not number.is_finite() or number < 0:
         raise ValidationError({name: _("Must be a number of at least 0.")})
+    if name == "guarantee_pct" and number > 100:
+        raise ValidationError({name: _("The guarantee level must be between 0 and 100%.")})
     if name in INTEGER_TERMS:
         if number != number.to_integral_value():
             raise ValidationError({name: _("Must be a whole number of GPUs.")})

@@ -37,6 +37,7 @@ class Bill:
     alone_overage_cost: Decimal  # what its overage would have cost alone
     committed_rate: Decimal = ZERO
     stated: bool = False  # read from a statement written at close
+    credit: Decimal = ZERO  # the service credit its floor earned (negative, or 0)
 
     @property
     def past_commitment_gpu_hours(self) -> Decimal:
@@ -54,11 +55,13 @@ class Bill:
 
     @property
     def total(self) -> Decimal:
-        return self.committed_cost + self.overage_cost + self.sharing_cost + self.upfront_fee
+        return (self.committed_cost + self.overage_cost + self.sharing_cost + self.upfront_fee
+                + self.credit)
 
     @property
     def alone_total(self) -> Decimal:
-        return self.committed_cost + self.alone_overage_cost + self.upfront_fee
+        """What it would cost alone: the credit is its own, shared or not."""
+        return self.committed_cost + self.alone_overage_cost + self.upfront_fee + self.credit
 
     @property
     def saving(self) -> Decimal:
@@ -80,29 +83,31 @@ def of_statement(statement: Statement) -> Bill:
         else s.overage_cost
     return Bill(s.currency, s.committed_gpu_hours, s.allocated_gpu_hours, s.overage_gpu_hours,
                 borrowed, lent, s.committed_cost, s.overage_cost, s.shared_cost,
-                s.upfront_fee or ZERO, alone, s.committed_rate, stated=True)
+                s.upfront_fee or ZERO, alone, s.committed_rate, stated=True, credit=s.credit)
 
 
-def priced(terms: Terms, used: Decimal, shared: Shared | None, *, first: bool) -> Bill:
+def priced(terms: Terms, used: Decimal, shared: Shared | None, *, first: bool,
+           credit: Decimal = ZERO) -> Bill:
     """What a statement of `used` GPU-hours under `terms` bills, after `shared` where the
-    period is shared (the upfront fee on the first period)."""
+    period is shared (the upfront fee on the first period), less its service `credit`."""
     cost = terms.cost(billing.gpu_hours(used))
     fee = billing.money(terms.upfront_fee, terms.currency) if first else ZERO
     if shared is None:
         return Bill(terms.currency, cost.committed_gpu_hours, cost.used_gpu_hours,
                     cost.overage_gpu_hours, ZERO, ZERO, cost.committed_cost, cost.overage_cost,
-                    ZERO, fee, cost.overage_cost, terms.committed_rate)
+                    ZERO, fee, cost.overage_cost, terms.committed_rate, credit=credit)
     return Bill(terms.currency, cost.committed_gpu_hours, cost.used_gpu_hours,
                 shared.overage_gpu_hours, shared.borrowed_gpu_hours, shared.lent_gpu_hours,
                 cost.committed_cost, shared.overage_cost, shared.shared_cost, fee,
-                shared.standalone_overage_cost, terms.committed_rate)
+                shared.standalone_overage_cost, terms.committed_rate, credit=credit)
 
 
 def of_entry(entry) -> Bill:
     """A ledger entry's bill: its statement once stated, else what closing it now bills."""
     if entry.statement is not None:
         return of_statement(entry.statement)
-    return priced(entry.terms, entry.metered, entry.shared, first=entry.period.index == 0)
+    return priced(entry.terms, entry.metered, entry.shared, first=entry.period.index == 0,
+                  credit=entry.credit)
 
 
 @dataclass(frozen=True)
@@ -154,18 +159,19 @@ def whole(ledger) -> Whole:
     return Whole(currency, ledger.billed_money, ledger.pending_amount, unstated, read)
 
 
-def projected(contract_id: int, terms: Terms, period, used: Decimal, pool) -> Bill:
+def projected(contract_id: int, terms: Terms, period, used: Decimal, pool,
+              credit: Decimal = ZERO) -> Bill:
     """An open period's end priced as its statement would bill it: `used` GPU-hours (the
     forecast's); in a sharing group (`pool`, loans.services.ledger.pooled's pool of the
     period), with the sharing run on every member's projected usage, this member's as the pool
-    reads it."""
+    reads it; less the service `credit` its floor so far earns."""
     first = period.index == 0
     if pool is not None:
         glance = next((g for c, g in pool.members if c.pk == contract_id), None)
         if glance is not None and glance.period.index == period.index:
             return priced(terms, glance.projected_used_gpu_hours, pool.projected[contract_id],
-                          first=first)
-    return priced(terms, used, None, first=first)
+                          first=first, credit=credit)
+    return priced(terms, used, None, first=first, credit=credit)
 
 
 def as_json(bill: Bill) -> dict:
@@ -173,8 +179,8 @@ def as_json(bill: Bill) -> dict:
     meter's 0.000001, as decimal strings; the words of the page (module docstring)."""
     hours = ("committed_gpu_hours", "used_gpu_hours", "past_commitment_gpu_hours",
              "overage_gpu_hours", "borrowed_gpu_hours", "lent_gpu_hours", "unused_gpu_hours")
-    money = ("committed_cost", "overage_cost", "sharing_cost", "upfront_fee", "total",
-             "alone_total", "saving", "unused_money")
+    money = ("committed_cost", "overage_cost", "sharing_cost", "upfront_fee", "credit",
+             "total", "alone_total", "saving", "unused_money")
     return {"stated": bill.stated,
             **{name: str(billing.gpu_hours(getattr(bill, name))) for name in hours},
             **{name: str(billing.money(getattr(bill, name), bill.currency)) for name in money}}

@@ -114,7 +114,7 @@ def _write_periods(contract: Contract, ledger: ledgers.Ledger, now: datetime
         for earlier, change in pending:
             billed[earlier.period.index] = billing.Billed(
                 change.billed_after_gpu_hours, change.overage_after_gpu_hours,
-                change.overage_after_cost, change.sharing_after_cost)
+                change.overage_after_cost, change.sharing_after_cost, change.credit_after_cost)
         written.append(statement)
     return written, stated
 
@@ -140,6 +140,8 @@ def _statement(contract: Contract, entry: ledgers.PeriodEntry, coverage: fleet.C
     overage_hours = shared.overage_gpu_hours if shared else cost.overage_gpu_hours
     overage_cost = shared.overage_cost if shared else cost.overage_cost
     shared_cost = shared.shared_cost if shared else ZERO
+    # The floor over the whole period, and what it credits (DESIGN "The floor").
+    floor, credit = entry.floor, entry.credit
     return Statement.objects.create(
         contract=contract, kind=Statement.Kind.PERIOD, period_index=entry.period.index,
         period_start=entry.period.start, period_end=entry.period.end,
@@ -151,7 +153,11 @@ def _statement(contract: Contract, entry: ledgers.PeriodEntry, coverage: fleet.C
         standalone_overage_cost=cost.overage_cost if shared else None,
         corrections_gpu_hours=sum((c.gpu_hours for _e, c in pending), ZERO),
         corrections_cost=corrections, upfront_fee=fee,
-        total_cost=cost.committed_cost + overage_cost + shared_cost + corrections + fee,
+        availability=floor.availability if floor else None,
+        guarantee_pct=terms.guarantee_pct,
+        short_gpu_hours=floor.short_gpu_hours if floor else ZERO,
+        credit_pct=floor.credit_pct if floor else ZERO, credit=credit,
+        total_cost=cost.committed_cost + overage_cost + shared_cost + corrections + fee + credit,
         plan_name=contract.plan.name,
         currency=terms.currency,
         completeness=min(Decimal(1), Decimal(repr(coverage.share)).quantize(COMPLETENESS)),
@@ -169,6 +175,7 @@ def _lines(statement: Statement, pending: list, stated: dict[int, Statement]) ->
             overage_after_gpu_hours=c.overage_after_gpu_hours,
             overage_before_cost=c.overage_before_cost, overage_after_cost=c.overage_after_cost,
             sharing_before_cost=c.sharing_before_cost, sharing_after_cost=c.sharing_after_cost,
+            credit_before_cost=c.credit_before_cost, credit_after_cost=c.credit_after_cost,
             amount=c.amount)
         for entry, c in pending)
 

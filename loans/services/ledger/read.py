@@ -8,7 +8,10 @@ its start; its statement bills it once, when it has ended and the late-data grac
 usage that reaches it later is priced as a correction, cost(billed + change) - cost(billed)
 under the period's own terms, on the contract's next statement (after the last period, on a
 corrections statement for a later anniversary month). So the money billed for a period over
-all its statements is the cost of its final usage: corrections telescope.
+all its statements is the cost of its final usage: corrections telescope. The same holds for
+its service credit (DESIGN "The floor"): a period's availability is measured again from the
+waits the schedulers have reported since its statement, and a changed credit is a correction
+too (a period whose raw samples are purged keeps the credit it was billed).
 """
 
 from dataclasses import dataclass, field, replace
@@ -22,6 +25,8 @@ from loans.maths import billing
 from loans.maths.billing import Billed, Correction, PeriodCost, Terms
 from loans.maths.sharing import Shared
 from loans.models import Contract, CorrectionLine, SharingLine, Statement
+from loans.services.guarantee import measure as floor
+from loans.services.guarantee.measure import Floor
 from loans.services.ledger import sharing
 from metering import usage
 
@@ -50,6 +55,7 @@ class PeriodEntry:
     lines: list[CorrectionLine] = field(default_factory=list)  # corrections of it, written
     shared: Shared | None = None  # in a sharing group: its period after sharing (so far)
     group_id: int | None = None
+    floor: Floor | None = None  # its floor measured now (None: cannot be, raw samples purged)
 
     @property
     def billed_gpu_hours(self) -> Decimal | None:
@@ -64,7 +70,7 @@ class PeriodEntry:
         if self.statement is None:
             return ZERO
         own = (self.statement.committed_cost + self.statement.overage_cost
-               + self.statement.shared_cost)
+               + self.statement.shared_cost + self.statement.credit)
         return own + sum((c.amount for c in self.lines), ZERO)
 
     @property
@@ -75,9 +81,20 @@ class PeriodEntry:
         if self.lines:
             last = self.lines[-1]
             return Billed(self.billed_gpu_hours, last.overage_after_gpu_hours,
-                          last.overage_after_cost, last.sharing_after_cost)
+                          last.overage_after_cost, last.sharing_after_cost,
+                          last.credit_after_cost)
         s = self.statement
-        return Billed(s.allocated_gpu_hours, s.overage_gpu_hours, s.overage_cost, s.shared_cost)
+        return Billed(s.allocated_gpu_hours, s.overage_gpu_hours, s.overage_cost, s.shared_cost,
+                      s.credit)
+
+    @property
+    def credit(self) -> Decimal:
+        """The service credit its floor earns now (negative, or 0); a stated period that cannot
+        be measured again keeps what it was billed."""
+        if self.floor is None:
+            return self.billed.credit if self.statement is not None else ZERO
+        return billing.service_credit(self.cost.committed_cost, self.floor.credit_pct,
+                                      self.terms.currency)
 
     @property
     def stated_shared(self) -> bool:
@@ -94,21 +111,24 @@ class PeriodEntry:
     def correction_from(self, billed: Billed) -> Correction | None:
         """The correction of what `billed` says was billed, at the usage the meter holds now;
         in a sharing group, with the group's sharing re-run."""
+        credit = self.credit if self.floor is not None else billed.credit
         if self.stated_shared and self.shared is not None:
             return billing.shared_correction(
                 self.terms, billed=billed, metered=self.metered,
                 overage_gpu_hours=self.shared.overage_gpu_hours,
-                overage_cost=self.shared.overage_cost, sharing=self.shared.shared_cost)
-        return billing.correction(self.terms, billed=billed.gpu_hours, metered=self.metered)
+                overage_cost=self.shared.overage_cost, sharing=self.shared.shared_cost,
+                credit=credit)
+        return billing.correction(self.terms, billed=billed.gpu_hours, metered=self.metered,
+                                  billed_credit=billed.credit, credit=credit)
 
     @property
     def billed_after_close(self) -> Billed:
         """What a statement written now bills for it: its usage, after sharing in a group."""
         if self.shared is not None:
             return Billed(self.metered, self.shared.overage_gpu_hours, self.shared.overage_cost,
-                          self.shared.shared_cost)
+                          self.shared.shared_cost, self.credit)
         cost = self.cost
-        return Billed(self.metered, cost.overage_gpu_hours, cost.overage_cost)
+        return Billed(self.metered, cost.overage_gpu_hours, cost.overage_cost, credit=self.credit)
 
     @property
     def cost(self) -> PeriodCost:
@@ -127,7 +147,7 @@ class PeriodEntry:
 
     @property
     def total(self) -> Decimal:
-        return self.cost.committed_cost + self.overage_cost + self.shared_cost
+        return self.cost.committed_cost + self.overage_cost + self.shared_cost + self.credit
 
     @property
     def borrowed_gpu_hours(self) -> Decimal:
@@ -224,15 +244,17 @@ def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None
     started = [p for p in contract.periods() if p.start <= now]
     totals = usage.tenant_totals_in(contract.tenant_id,
                                     [(p.start, min(p.end, now)) for p in started])
+    terms = [contract.terms_for(p.index) for p in started]
+    floors = floor.read(contract, list(zip(started, terms, strict=True)), now)
     entries = []
-    for period, metered in zip(started, totals, strict=True):
+    for period, metered, in_force in zip(started, totals, terms, strict=True):
         statement = by_index.get(period.index)
         state = "closed" if statement else ("open" if now < period.end else "ended")
         entries.append(PeriodEntry(
-            period=period, terms=contract.terms_for(period.index), state=state,
+            period=period, terms=in_force, state=state,
             metered=billing.gpu_hours(metered.allocated_gpu_hours),
             busy=billing.gpu_hours(metered.busy_gpu_hours), statement=statement,
-            lines=lines.get(period.index, [])))
+            lines=lines.get(period.index, []), floor=floors.get(period.index)))
     return Ledger(contract, now, _with_sharing(contract, entries, now, groups), statements,
                   groups)
 

@@ -8,6 +8,10 @@ since is completed in place, never counted twice. The hours an import touched ar
 the jobs that cover them; samples the agents stored as an ended job's past its End are its no
 more (metering.services.end_jobs).
 
+The same sacct answer gives the jobs that waited for GPUs (Submit, Eligible, Start, End,
+Reason, QOS and the GPUs asked), kept as the floor's waits (metering.schedulers.waits), and an
+import starts early enough to see a job still waiting at the last one start or end.
+
 sacct is read, and jobs spread over hours, by metering.schedulers.slurm.sacct.
 """
 
@@ -17,14 +21,16 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from metering.models import Cluster, SlurmHour, SlurmJob
+from metering.models import Cluster, JobWait, SlurmHour, SlurmJob
 from metering.rollups import HOUR, floor_hour
+from metering.schedulers import waits
 from metering.schedulers.slurm.sacct import (
     AccountingError,
     Job,
     Run,
+    Waited,
     run_sacct,
-    sacct,
+    sacct_all,
     spread_seconds,
 )
 from metering.services import end_jobs
@@ -36,6 +42,7 @@ class Imported:
     new: int
     completed: int  # were running at the last import, have ended since
     hours: int  # account-hours rebuilt
+    waited: waits.Stored | None = None  # the jobs that waited for GPUs
 
 
 def import_jobs(cluster: Cluster, jobs: list[Job], now: datetime) -> Imported:
@@ -88,22 +95,43 @@ def _rebuild(cluster: Cluster, spans: list[tuple[datetime, datetime]], now: date
 
 
 def since_default(cluster: Cluster, now: datetime, days: int) -> datetime:
-    """Where an import starts when not told: at the oldest job still running at the last import
-    (to complete it), else a little before the last import, else `days` back."""
+    """Where an import starts when not told: at the oldest job still running, or still
+    waiting, at the last import (to complete it), else a little before the last import, else
+    `days` back."""
+    starts = []
     running = SlurmJob.objects.filter(cluster=cluster, end__isnull=True).order_by("start").first()
     if running is not None:
-        return running.start
+        starts.append(running.start)
+    waiting = JobWait.objects.filter(cluster=cluster, scheduler=JobWait.Scheduler.SLURM,
+                                     started__isnull=True, ended__isnull=True
+                                     ).order_by("submitted").first()
+    if waiting is not None:
+        starts.append(waiting.submitted)
+    if starts:
+        return min(starts)
     last = SlurmJob.objects.filter(cluster=cluster).order_by("-imported_at").first()
     if last is not None:
         return last.imported_at - timedelta(hours=1)
     return now - timedelta(days=days)
 
 
+def seen(job: Waited) -> waits.Seen:
+    """A Slurm job that waited, as the floor's store keeps it."""
+    return waits.Seen(key=job.job, name=job.job, gpus=job.gpus, submitted=job.submit,
+                      eligible=job.eligible, started=job.start, ended=job.end,
+                      reason=job.reason, capacity=job.capacity, account=job.account,
+                      user=job.user, gpu_type=job.gpu_type, state=job.state, qos=job.qos)
+
+
 def import_usage(cluster: Cluster, *, now: datetime, since: datetime | None = None,
                  days: int = 35, run: Run = run_sacct) -> Imported:
-    """Read `sacct` since `since` (or since_default) and import what it says."""
+    """Read `sacct` since `since` (or since_default) and import what it says: the jobs that
+    held GPUs, and those that waited for them."""
     since = since or since_default(cluster, now, days)
-    return import_jobs(cluster, sacct(since, now, run), now)
+    read = sacct_all(since, now, run)
+    imported = import_jobs(cluster, read.jobs, now)
+    stored = waits.store(cluster, JobWait.Scheduler.SLURM, [seen(w) for w in read.waited], now)
+    return Imported(imported.read, imported.new, imported.completed, imported.hours, stored)
 
 
 class Slurm:

@@ -1,10 +1,12 @@
 """Slurm's accounting as `sacct` gives it: the one reader of its formats in the project.
 `sacct --json` where Slurm has it (21.08 and later), else `sacct -P` with the columns JobID,
-Account, User, Start, End, AllocTRES and State; times asked for in UTC. A job's GPUs are read
-from its AllocTRES (gres/gpu, or the sum of its typed counts), and a job's GPU-seconds are
-spread over the UTC hours it ran (spread_seconds). Pure: text in, jobs and hours out. The
-importer (metering.schedulers.slurm.accounting) and the advice's history reader
-(loans.services.advice.history) both read through here."""
+Account, User, Start, End, AllocTRES, State, Submit, Eligible, Reason, QOS and ReqTRES; times
+asked for in UTC. A job's GPUs are read from its AllocTRES (gres/gpu, or the sum of its typed
+counts), and a job's GPU-seconds are spread over the UTC hours it ran (spread_seconds). The
+same answer gives every job that asked for GPUs and waited, with its submission, eligibility,
+start, end, last pending reason and QOS (`Waited`): the floor's waits (docs/guarantee.md).
+Pure: text in, jobs and hours out. The importer (metering.schedulers.slurm.accounting) and the
+advice's history reader (loans.services.advice.history) both read through here."""
 
 import json
 import os
@@ -14,7 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 HOUR = timedelta(hours=1)
-FIELDS = ("JobID", "Account", "User", "Start", "End", "AllocTRES", "State")
+FIELDS = ("JobID", "Account", "User", "Start", "End", "AllocTRES", "State", "Submit",
+          "Eligible", "Reason", "QOS", "ReqTRES")
+HELD_FIELDS = 7  # an answer of the first seven columns alone is read as jobs that held GPUs
 TIMEOUT_S = 300
 
 
@@ -31,6 +35,42 @@ class Job:
     start: datetime
     end: datetime | None  # None while it runs
     state: str
+
+
+# Slurm's pending reasons that mean "no room now" (Reason, the last reason a job was kept from
+# running). Anything else (a dependency, a begin time, a constraint it can never meet, a limit
+# of its own account or QOS, gpuloans' GPU-minute budgets) is not a wait on the floor.
+CAPACITY_REASONS = frozenset({"Resources", "Priority"})
+
+
+@dataclass(frozen=True)
+class Waited:
+    """A job that asked for GPUs and did not start at once: what the floor's measure reads
+    (loans.maths.guarantee.Request)."""
+
+    job: str
+    account: str
+    user: str
+    gpus: int  # asked for (ReqTRES, else AllocTRES)
+    gpu_type: str  # the typed count's name (gres/gpu:h100), "" where untyped
+    submit: datetime
+    eligible: datetime | None
+    start: datetime | None  # None: never started (cancelled while waiting, or waits still)
+    end: datetime | None
+    state: str
+    reason: str  # the last reason it was kept from running
+    qos: str
+
+    @property
+    def capacity(self) -> bool:
+        """Whether it last waited for room (CAPACITY_REASONS)."""
+        return self.reason in CAPACITY_REASONS
+
+
+@dataclass(frozen=True)
+class Read:
+    jobs: list[Job]  # that held GPUs
+    waited: list[Waited]
 
 
 MAX_GPU_DIGITS = 7  # no job holds ten million GPUs
@@ -52,6 +92,13 @@ def gpu_count(tres: str) -> int | None:
     return sum(int(count) for count in wanted)
 
 
+def gpu_type_of(tres: str) -> str:
+    """The GPU type a TRES list names (gres/gpu:h100=1), "" where untyped or of several."""
+    types = {key.split(":", 1)[1] for key in (item.split("=", 1)[0] for item in tres.split(","))
+             if key.startswith("gres/gpu:")}
+    return types.pop() if len(types) == 1 else ""
+
+
 def gpus_of(tres: str) -> int:
     """A job's GPUs from its AllocTRES: gpu_count, 0 where it names none."""
     return gpu_count(tres) or 0
@@ -64,51 +111,104 @@ def _moment(text: str) -> datetime | None:
 
 
 def read_parsable(text: str) -> list[Job]:
-    """Jobs of `sacct -X -P -n -o JobID,Account,User,Start,End,AllocTRES,State` that held GPUs
-    and started."""
-    jobs = []
+    """Jobs of `sacct -X -P -n -o JobID,Account,User,Start,End,AllocTRES,State[,...]` that held
+    GPUs and started."""
+    return read_parsable_all(text).jobs
+
+
+def _waited(job: str, account: str, user: str, tres: str, submit: datetime | None,
+            eligible: datetime | None, start: datetime | None, end: datetime | None,
+            state: str, reason: str, qos: str) -> Waited | None:
+    """The job as the floor reads it, where it asked for GPUs and did not start at once."""
+    try:
+        gpus = gpu_count(tres) or 0
+    except ValueError:
+        return None
+    if gpus <= 0 or submit is None or (start is not None and start <= (eligible or submit)):
+        return None
+    return Waited(job, account, user, gpus, gpu_type_of(tres), submit, eligible, start, end,
+                  state, reason, qos)
+
+
+def read_parsable_all(text: str) -> Read:
+    """The jobs that held GPUs and the jobs that waited for them, from one `sacct -P`."""
+    jobs, waited = [], []
     for line in text.splitlines():
         fields = line.split("|")
-        if len(fields) != len(FIELDS):
+        if len(fields) not in (HELD_FIELDS, len(FIELDS)):
             continue
-        job, account, user, start, end, tres, state = fields
+        job, account, user, start, end, tres, state = fields[:HELD_FIELDS]
+        state = state.split()[0] if state else ""
         begun = _moment(start)
+        if len(fields) == len(FIELDS):
+            submit, eligible, reason, qos, asked = fields[HELD_FIELDS:]
+            try:
+                wait = _waited(job, account, user, asked or tres, _moment(submit),
+                               _moment(eligible), begun, _moment(end), state, reason, qos)
+            except ValueError:  # a time that is not one
+                wait = None
+            if wait is not None:
+                waited.append(wait)
         try:
             gpus = gpus_of(tres)
         except ValueError:
             continue  # not a count of GPUs: not a job that held any
         if begun is None or gpus <= 0:
             continue
-        jobs.append(Job(job, account, user, gpus, begun, _moment(end),
-                        state.split()[0] if state else ""))
-    return jobs
+        jobs.append(Job(job, account, user, gpus, begun, _moment(end), state))
+    return Read(jobs, waited)
 
 
 def read_json(text: str) -> list[Job]:
     """Jobs of `sacct -X --json` (its OpenAPI shapes as of v0.0.38) that held GPUs and
     started."""
-    jobs = []
+    return read_json_all(text).jobs
+
+
+def _tres_text(items: list) -> str:
+    """A JSON TRES list written as sacct's columns write it (gres/gpu:h100=1)."""
+    return ",".join(f"{t.get('type')}/{t.get('name')}={t.get('count') or 0}"
+                    if t.get("name") else f"{t.get('type')}={t.get('count') or 0}"
+                    for t in items)
+
+
+def _stamp(value) -> datetime | None:
+    return datetime.fromtimestamp(value, UTC) if isinstance(value, int) and value > 0 else None
+
+
+def read_json_all(text: str) -> Read:
+    """The jobs that held GPUs and the jobs that waited for them, from one `sacct --json`."""
+    jobs, waited = [], []
     for raw in json.loads(text).get("jobs", []):
         times = raw.get("time", {})
         start, end = times.get("start") or 0, times.get("end") or 0
-        allocated = (raw.get("tres") or {}).get("allocated") or []
+        tres = raw.get("tres") or {}
+        allocated = tres.get("allocated") or []
         gpu = [t.get("count") or 0 for t in allocated
                if t.get("type") == "gres" and t.get("name") == "gpu"]
         gpus = gpu[0] if gpu else sum(
             t.get("count") or 0 for t in allocated
             if t.get("type") == "gres" and str(t.get("name") or "").startswith("gpu:"))
-        if not start or gpus <= 0:
-            continue
         state = raw.get("state", "")
+        current = state.get("current", "") if isinstance(state, dict) else str(state)
         array = raw.get("array") or {}
         job = (f"{array['job_id']}_{array['task_id']}"
                if array.get("job_id") and array.get("task_id") is not None
                else str(raw["job_id"]))
-        jobs.append(Job(job, raw.get("account") or "", raw.get("user") or "", int(gpus),
-                        datetime.fromtimestamp(start, UTC),
-                        datetime.fromtimestamp(end, UTC) if end else None,
-                        state.get("current", "") if isinstance(state, dict) else str(state)))
-    return jobs
+        account, user = raw.get("account") or "", raw.get("user") or ""
+        wait = _waited(job, account, user,
+                       _tres_text(tres.get("requested") or allocated),
+                       _stamp(times.get("submission")), _stamp(times.get("eligible")),
+                       _stamp(start), _stamp(end), current,
+                       str(state.get("reason") or "") if isinstance(state, dict) else "",
+                       str(raw.get("qos") or ""))
+        if wait is not None:
+            waited.append(wait)
+        if not start or gpus <= 0:
+            continue
+        jobs.append(Job(job, account, user, int(gpus), datetime.fromtimestamp(start, UTC),
+                        datetime.fromtimestamp(end, UTC) if end else None, current))
+    return Read(jobs, waited)
 
 
 Run = Callable[[list[str]], subprocess.CompletedProcess]
@@ -121,13 +221,19 @@ def run_sacct(command: list[str]) -> subprocess.CompletedProcess:
 
 def sacct(since: datetime, until: datetime, run: Run = run_sacct) -> list[Job]:
     """Every job's allocation that ran in [since, until), from `sacct`."""
+    return sacct_all(since, until, run).jobs
+
+
+def sacct_all(since: datetime, until: datetime, run: Run = run_sacct) -> Read:
+    """Every job's allocation that ran in [since, until), and every job that waited for GPUs
+    in it, from one `sacct`."""
     window = ["-X", "-a", "-S", f"{since.astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
               "-E", f"{until.astimezone(UTC):%Y-%m-%dT%H:%M:%S}"]
     try:
         done = run(["sacct", *window, "--json"])
         if done.returncode == 0:
             try:
-                return read_json(done.stdout)
+                return read_json_all(done.stdout)
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass  # not the JSON this reads: the plain columns say the same
         done = run(["sacct", *window, "-P", "-n", "-o", ",".join(FIELDS)])
@@ -136,7 +242,7 @@ def sacct(since: datetime, until: datetime, run: Run = run_sacct) -> list[Job]:
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
         raise AccountingError(f"sacct failed: {said[-1] if said else done.returncode}")
-    return read_parsable(done.stdout)
+    return read_parsable_all(done.stdout)
 
 
 Span = tuple[datetime, datetime, int]  # a job's start, end and GPUs

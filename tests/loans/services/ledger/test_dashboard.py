@@ -266,11 +266,12 @@ def test_the_page_s_queries_do_not_grow_with_usage(client, lead, contract, meter
                                                    django_assert_max_num_queries):
     """Rollups are read a period at a time, never a row per hour or per GPU."""
     client.force_login(lead)
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(17):
         assert client.get("/en/tenants/vision/").status_code == 200
     # The ledger's reading (statements, groups, every period's sums: the bill of a stated
-    # period is its statement's), the figures' hours, and the overage policy in force.
-    with django_assert_max_num_queries(10):
+    # period is its statement's; the floor's waits), the figures' hours, and the overage
+    # policy in force.
+    with django_assert_max_num_queries(11):
         assert client.get(f"/api/v1/contracts/{contract.pk}/burndown").status_code == 200
 
 

@@ -5,7 +5,10 @@ brute-force model written here, from first principles:
 - every allocated GPU-hour attributed to a tenant inside one of its contracts' windows is billed
   exactly once over that contract's statements (its period statement plus corrections);
 - the money billed equals, to the cent, the sum over periods of C * r_c + max(0, U - C) * r_o
-  at the period's final usage U and the terms in force at its start;
+  at the period's final usage U and the terms in force at its start, less each period's
+  service credit at its final availability (jobs that waited for room while the tenant held
+  less than its base quota; the waits may be reported after the period's statement, and the
+  credit is then a correction);
 - no statement or correction row ever changes once written;
 - no hour is billed to two contracts (the tenant's windows never overlap).
 """
@@ -13,12 +16,14 @@ brute-force model written here, from first principles:
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 from zoneinfo import ZoneInfo
 
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import F
 from django.test import override_settings
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -28,6 +33,8 @@ from loans.services.ledger.amendments import amend, terminate
 from loans.services.ledger.closing import close_due_periods
 from metering import partitions
 from metering.intake.ingest import forget_gpus
+from metering.models import Cluster, default_cluster
+from metering.schedulers import waits
 from metering.services import reattribute
 from tests.ledger import HOUR, attribute, meter, midnight, months_later
 from tests.tiers import examples
@@ -42,6 +49,22 @@ NAMESPACES = ["vision", "speech", None]
 
 # The minor unit of each currency the histories are billed in (ISO 4217): none, two, three.
 MINOR_UNIT = {"JPY": D("1"), "CNY": D("0.01"), "KWD": D("0.001")}
+
+
+# The plan's guarantee: availability below 95% credits 10% of the committed cost, below 90% 25%.
+TIERS = "95:10, 90:25"
+
+
+def credit(terms: dict, short_hours: int, period_hours: int, currency: str) -> Decimal:
+    """The period's service credit, from the hours in which the tenant was short of its base
+    quota: the committed cost (rounded) times the tier's percent, rounded, negative."""
+    availability = 1 - Fraction(short_hours, period_hours)
+    percent = 25 if availability < Fraction(90, 100) else 10 if availability < Fraction(
+        95, 100) else 0
+    unit = MINOR_UNIT[currency]
+    committed = (terms["committed_gpu_hours"] * terms["committed_rate"]).quantize(
+        unit, ROUND_HALF_UP)
+    return -(committed * percent / 100).quantize(unit, ROUND_HALF_UP)
 
 
 def cost(terms: dict, used: Decimal, currency: str) -> Decimal:
@@ -92,6 +115,10 @@ HOURS = st.sampled_from(range(0, 4500, 7))
 BACK = st.sampled_from(range(0, 900, 3))
 USAGE = st.tuples(st.just("usage"), HOURS, BACK, st.sampled_from(range(1, 80)), st.integers(1, 2),
                   st.sampled_from(NAMESPACES))
+# A job that waited: reported at the hour, submitted `back` hours before, waiting `hours`
+# (started then, or at the report), of GPUs, whose team, and whether it waited for room.
+WAIT = st.tuples(st.just("wait"), HOURS, BACK, st.sampled_from(range(1, 200, 3)),
+                 st.integers(1, 3), st.sampled_from(["vision", "speech"]), st.booleans())
 # A move of the usage one earlier report sent (its owner's, or no tenant's) to a tenant.
 MOVE = st.tuples(st.just("move"), HOURS, st.integers(0, 30),
                  st.sampled_from(["vision", "speech"]))
@@ -105,7 +132,7 @@ actions = st.lists(st.one_of(
               st.integers(0, 2)),
     st.tuples(st.just("terminate"), HOURS, st.integers(0, 2)),
     st.tuples(st.just("plan"), HOURS),
-    MOVE, MOVE,
+    MOVE, MOVE, WAIT, WAIT,
 ), min_size=8, max_size=24)
 
 
@@ -118,7 +145,8 @@ class World:
         self.plan = Plan.objects.create(name="P", base_quota_gpus=1, max_quota_gpus=3,
                                         committed_gpu_hours=D(30), committed_rate=D(10),
                                         overage_rate=D(12), term_months=term_a,
-                                        currency=currency, upfront_fee=fee)
+                                        currency=currency, upfront_fee=fee,
+                                        guarantee_pct=D(95), credit_tiers=TIERS)
         self.tenants = {slug: Tenant.objects.create(slug=slug, name=slug)
                         for slug in ("vision", "speech")}
         for tenant in self.tenants.values():
@@ -134,6 +162,8 @@ class World:
         self.sign("vision", day, zone_b, term_b)
         self.sign("speech", date(2026, 1, 1), "UTC", 6)
         self.samples: list[Sample] = []
+        self.waits: list[tuple[str, datetime, datetime, int, bool]] = []
+        self.cluster = Cluster.objects.get(pk=default_cluster())
         self.batches: list[tuple[datetime, str | None, datetime, int, int, str]] = []
         self.written: dict[str, tuple] = {}
 
@@ -155,6 +185,33 @@ class World:
         tenant = namespace  # each namespace has a rule for the tenant of that slug
         self.samples += [Sample(first + k * HOUR, namespace, tenant)
                          for k in range(hours) for _g in range(gpus)]
+
+    def wait(self, now, back, hours, gpus, namespace, room):
+        """A job of `namespace`'s reported by the scheduler at `now` (perhaps after the
+        statement of the period it waited in)."""
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        submitted = max(T0, hour - back * HOUR)
+        started = min(submitted + hours * HOUR, hour)
+        if started <= submitted:
+            return
+        key = f"job-{len(self.waits)}"
+        waits.store(self.cluster, "slurm", [waits.Seen(
+            key=key, name=key, gpus=gpus, submitted=submitted, eligible=submitted,
+            started=started, ended=None, reason="Resources" if room else "Dependency",
+            capacity=room, namespace=namespace)], now)
+        self.waits.append((namespace, submitted, started, gpus, room))
+
+    def short_hours(self, tenant: str, start: datetime, end: datetime, base: int) -> int:
+        """Hours of [start, end) in which the tenant's jobs waited for room while it held
+        less than its base quota (every sample and wait here is in whole hours)."""
+        short, hour = 0, start
+        while hour < end:
+            waiting = sum(g for who, a, b, g, room in self.waits
+                          if who == tenant and room and a <= hour < b)
+            held = sum(1 for s in self.samples if s.tenant == tenant and s.ts == hour)
+            short += min(waiting, base - held) > 0
+            hour += HOUR
+        return short
 
     def resend(self, now, k):
         if self.batches:
@@ -235,6 +292,8 @@ def run(world: World, history: list) -> None:
                 world.terminate(now, action[2])
             elif kind == "plan":
                 world.edit_plan()
+            elif kind == "wait":
+                world.wait(now, *action[2:])
             else:
                 world.move(now, *action[2:])
     # Long after everything: every period and every correction is stated.
@@ -265,6 +324,10 @@ def check(world: World) -> None:
             assert (stated.committed_gpu_hours, stated.committed_rate, stated.overage_rate) == (
                 terms["committed_gpu_hours"], terms["committed_rate"], terms["overage_rate"])
             want_money += cost(terms, used, world.currency)
+            hours = int((end - start) / HOUR)
+            want_money += credit(terms, world.short_hours(model.tenant, start, end,
+                                                          terms["base_quota_gpus"]),
+                                 hours, world.currency)
         assert sum((s.total_cost for s in statements), D(0)) == want_money, model.pk
         assert not [s for s in statements if s.kind == "period" and s.period_index >= model.term]
         windows.setdefault(model.tenant, []).append((contract.window_start, contract.window_end))
@@ -282,6 +345,9 @@ def note_coverage(world: World) -> None:
     event(f"a corrections statement: {Statement.objects.filter(kind='corrections').exists()}")
     event(f"amendments: {sum(len(m.amendments) for m in world.contracts)}")
     event(f"terminated: {Contract.objects.filter(amendments__kind='termination').exists()}")
+    event(f"a credit: {Statement.objects.filter(credit__lt=0).exists()}")
+    corrected = lines.exclude(credit_after_cost=F("credit_before_cost")).exists()
+    event(f"a credit corrected: {corrected}")
 
 
 @pytest.mark.django_db
