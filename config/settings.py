@@ -399,6 +399,9 @@ except ValueError as exc:
 # when a contract's availability is within GUARANTEE_ALERT_POINTS percentage points of its
 # guarantee (or below it). Kubernetes clusters with an API address are listed this often.
 GPU_TYPE_MODELS = env_map("GPU_TYPE_MODELS", {})
+# A Slurm job whose accounting names no pending reason (slurmdbd seldom keeps one) waited for
+# room when it waited this long past its Eligible; shorter, it waited for a scheduler cycle.
+SLURM_WAIT_GRACE_SECONDS = env_int("SLURM_WAIT_GRACE_SECONDS", 60)
 GUARANTEE_ALERT_POINTS = env_int("GUARANTEE_ALERT_POINTS", 1)
 KUBERNETES_LIST_SECONDS = env_int("KUBERNETES_LIST_SECONDS", 60, minimum=10)
 KUBERNETES_API_TIMEOUT_SECONDS = env_int("KUBERNETES_API_TIMEOUT_SECONDS", 10, minimum=1)

@@ -7,7 +7,9 @@ A job is one row keyed by its cluster, scheduler and key: read again, it is upda
 attributed to a tenant by the cluster's attribution rules at every reading, as samples are
 (account, user and namespace; a wait has no node). A finished job that never waited for room
 is not kept (nearly every job starts a scheduler cycle after it became eligible); one already
-kept is updated, since its last reason decides.
+kept is updated, since its last reason decides. Schedulers say why a job waits only while it
+waits (Slurm's Reason reads "None" once it has started): a reading with no reason keeps the
+last one read.
 """
 
 from dataclasses import dataclass
@@ -55,6 +57,7 @@ class Stored:
 FIELDS = ("name", "account", "user", "namespace", "gpus", "gpu_type", "submitted", "eligible",
           "started", "ended", "state", "reason", "capacity", "qos", "message")
 MAX_MESSAGE = 2000  # a scheduler's message is evidence, not a log
+NO_REASON = frozenset({"", "None"})  # what a scheduler says of a job that no longer waits
 
 
 def attributor(cluster: Cluster) -> Attributor:
@@ -75,6 +78,8 @@ def store(cluster: Cluster, scheduler: str, seen: list[Seen], now: datetime) -> 
         values = {name: getattr(job, name) for name in FIELDS}
         values["message"] = values["message"][:MAX_MESSAGE]
         row = known.get(job.key)
+        if row is not None and job.reason in NO_REASON and row.reason not in NO_REASON:
+            values["reason"], values["capacity"] = row.reason, row.capacity
         if row is None:
             if job.finished and not job.capacity:
                 continue

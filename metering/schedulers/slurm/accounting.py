@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 
 from metering.models import Cluster, JobWait, SlurmHour, SlurmJob
@@ -115,11 +116,13 @@ def since_default(cluster: Cluster, now: datetime, days: int) -> datetime:
     return now - timedelta(days=days)
 
 
-def seen(job: Waited) -> waits.Seen:
-    """A Slurm job that waited, as the floor's store keeps it."""
+def seen(job: Waited, now: datetime) -> waits.Seen:
+    """A Slurm job that waited, as the floor's store keeps it; one whose accounting names no
+    reason waited for room past SLURM_WAIT_GRACE_SECONDS (metering.schedulers.slurm.sacct)."""
+    grace = timedelta(seconds=settings.SLURM_WAIT_GRACE_SECONDS)
     return waits.Seen(key=job.job, name=job.job, gpus=job.gpus, submitted=job.submit,
                       eligible=job.eligible, started=job.start, ended=job.end,
-                      reason=job.reason, capacity=job.capacity, account=job.account,
+                      reason=job.reason, capacity=job.capacity(grace, now), account=job.account,
                       user=job.user, gpu_type=job.gpu_type, state=job.state, qos=job.qos)
 
 
@@ -130,7 +133,7 @@ def import_usage(cluster: Cluster, *, now: datetime, since: datetime | None = No
     since = since or since_default(cluster, now, days)
     read = sacct_all(since, now, run)
     imported = import_jobs(cluster, read.jobs, now)
-    stored = waits.store(cluster, JobWait.Scheduler.SLURM, [seen(w) for w in read.waited], now)
+    stored = waits.store(cluster, JobWait.Scheduler.SLURM, [seen(w, now) for w in read.waited], now)
     return Imported(imported.read, imported.new, imported.completed, imported.hours, stored)
 
 

@@ -37,10 +37,15 @@ class Job:
     state: str
 
 
-# Slurm's pending reasons that mean "no room now" (Reason, the last reason a job was kept from
-# running). Anything else (a dependency, a begin time, a constraint it can never meet, a limit
-# of its own account or QOS, gpuloans' GPU-minute budgets) is not a wait on the floor.
+# Slurm's pending reasons that mean "no room now". Anything else named (a constraint it can
+# never meet, a limit of its own account or QOS, gpuloans' GPU-minute budgets, a hold) is not a
+# wait on the floor. Accounting rarely knows why a job waited: slurmdbd keeps the reason a job
+# had when it was last sent there, and on Slurm 22.05 a job that pends, starts or is cancelled
+# reads "None" (squeue said Resources meanwhile). So a job whose accounting names no reason
+# counts as waiting for room when it waited long enough past its Eligible (dependencies and
+# begin times are before it) not to be the scheduler's own cycle (`capacity`'s grace).
 CAPACITY_REASONS = frozenset({"Resources", "Priority"})
+NO_REASON = frozenset({"None", ""})
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,15 @@ class Waited:
     reason: str  # the last reason it was kept from running
     qos: str
 
-    @property
-    def capacity(self) -> bool:
-        """Whether it last waited for room (CAPACITY_REASONS)."""
-        return self.reason in CAPACITY_REASONS
+    def capacity(self, grace: timedelta, now: datetime) -> bool:
+        """Whether it waited for room: a reason of CAPACITY_REASONS; or, where accounting
+        names none, a wait past its Eligible of `grace` at least (until its start, its end, or
+        `now` while it waits)."""
+        if self.reason in CAPACITY_REASONS:
+            return True
+        until = self.start or self.end or now
+        return (self.reason in NO_REASON
+                and until - (self.eligible or self.submit) >= grace)
 
 
 @dataclass(frozen=True)
@@ -227,8 +237,12 @@ def sacct(since: datetime, until: datetime, run: Run = run_sacct) -> list[Job]:
 def sacct_all(since: datetime, until: datetime, run: Run = run_sacct) -> Read:
     """Every job's allocation that ran in [since, until), and every job that waited for GPUs
     in it, from one `sacct`."""
+    # sacct takes whole seconds: the end rounded up, or a job submitted in the window's last
+    # second (one the pass should see pending) falls outside it.
+    end = until.astimezone(UTC)
+    end = end.replace(microsecond=0) + timedelta(seconds=1) if end.microsecond else end
     window = ["-X", "-a", "-S", f"{since.astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
-              "-E", f"{until.astimezone(UTC):%Y-%m-%dT%H:%M:%S}"]
+              "-E", f"{end:%Y-%m-%dT%H:%M:%S}"]
     try:
         done = run(["sacct", *window, "--json"])
         if done.returncode == 0:
