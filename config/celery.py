@@ -7,6 +7,7 @@ import os
 
 from celery import Celery, signals
 from celery.schedules import crontab
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -21,6 +22,9 @@ app.conf.beat_schedule = {
     "refresh-peaks": {"task": "metering.tasks.refresh_peaks", "schedule": 60.0},
     # Both do nothing unless SLURM_CLUSTER (and SLURM_APPLY_QUOTAS) are set.
     "import-slurm-usage": {"task": "metering.tasks.import_slurm_usage", "schedule": 900.0},
+    # Kubernetes clusters with an API address: their Workloads or pods, for the floor.
+    "list-kubernetes": {"task": "metering.tasks.list_kubernetes",
+                        "schedule": float(settings.KUBERNETES_LIST_SECONDS)},
     "apply-slurm-limits": {"task": "loans.tasks.apply_slurm_limits", "schedule": 300.0},
     "close-periods": {"task": "loans.tasks.close_periods", "schedule": crontab(minute=7)},
     "check-alerts": {"task": "loans.tasks.check_alerts", "schedule": 300.0},

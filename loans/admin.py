@@ -8,7 +8,10 @@ from django.utils.translation import gettext_lazy as _
 
 from core.admin import DatedAdmin, ReadOnlyAdmin, ReadOnlyInline
 from core.admin_figures import FiguresAdmin, FiguresInline, written
-from loans import admin_sharing  # noqa: F401 - registers the sharing groups' pages
+from loans import (
+    admin_guarantee,  # noqa: F401 - registers the contracts' holds
+    admin_sharing,  # noqa: F401 - registers the sharing groups' pages
+)
 from loans.admin_ledger import AmendmentInline
 from loans.maths import billing
 from loans.models import (
@@ -69,7 +72,8 @@ class MembershipAdmin(FiguresAdmin):
 class PlanAdmin(FiguresAdmin):
     list_display = [
         "name", "gpu_model", "base_quota_gpus", "max_quota_gpus", "committed_gpu_hours",
-        "committed_rate", "overage_applied", "term_months", "currency", "is_offered",
+        "committed_rate", "overage_applied", "term_months", "guarantee_pct", "credit_tiers",
+        "currency", "is_offered",
     ]
 
     @admin.display(description=_("overage rate applied"))

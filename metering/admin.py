@@ -22,6 +22,7 @@ from metering.models import (
     Gpu,
     GpuHour,
     GpuTenure,
+    JobWait,
     Node,
     Reattribution,
     TenantHour,
@@ -217,6 +218,19 @@ class ClusterAdmin(FiguresAdmin):
     @admin.display(description=_("nodes"), ordering="node_total")
     def node_count(self, cluster: Cluster) -> int:
         return getattr(cluster, "node_total", 0)
+
+
+@admin.register(JobWait)
+class JobWaitAdmin(ReadOnlyAdmin):
+    """Jobs that waited for GPUs as each scheduler recorded them: what the floor's measure
+    reads (docs/guarantee.md)."""
+
+    list_display = ["name", "cluster", "scheduler", "tenant", "gpus", "gpu_type", "submitted",
+                    "eligible", "started", "ended", "reason", "capacity"]
+    list_filter = ["scheduler", "capacity", "cluster", "tenant"]
+    search_fields = ["name", "account", "user", "namespace", "tenant__slug"]
+    list_select_related = ["cluster", "tenant"]
+    date_hierarchy = "submitted"
 
 
 @admin.register(AttributionRule)

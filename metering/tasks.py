@@ -8,6 +8,7 @@ from metering import partitions, peaks, schedulers
 from metering.models import Cluster
 from metering.recount import rebuild_rollups
 from metering.retention import purge_raw_samples
+from metering.schedulers.kubernetes import lister
 from metering.schedulers.slurm.sacct import AccountingError
 
 
@@ -49,3 +50,20 @@ def import_slurm_usage() -> str:
         return f"cluster {cluster.name} ({cluster.kind}) keeps no accounting to import"
     done = scheduler.import_usage(cluster, now=timezone.now(), days=settings.SLURM_IMPORT_DAYS)
     return f"{done.read} jobs read, {done.new} new, {done.completed} completed"
+
+
+@shared_task
+def list_kubernetes() -> str:
+    """Every Kubernetes cluster's waiting work, read from its API (every minute, from beat);
+    one cluster that cannot be read does not stop the others. `manage.py list_kubernetes`
+    does the same by hand."""
+    said = []
+    for cluster in lister.clusters():
+        try:
+            done = lister.list_once(cluster, now=timezone.now())
+        except lister.KubernetesError as error:
+            said.append(str(error))
+            continue
+        said.append(f"{cluster.name}: {done.read} read, {done.stored.new} new, "
+                    f"{done.stored.updated} updated, {done.gone} gone")
+    return "; ".join(said) or "no Kubernetes cluster has an API address"

@@ -110,7 +110,8 @@ def read(contract: Contract, periods: list[tuple[billing.Period, billing.Terms]]
     for period in periods:
         until = min(period.end, now)
         terms = terms_of[period.index]
-        mine = [(w, x) for w, x in waits if x.start < until and x.end > period.start]
+        mine = [(w, x) for w, x in waits if x.start < until and x.end > period.start
+                and not _within(max(x.start, period.start), min(x.end, until), holds)]
         result = guarantee.measure(start=period.start, end=until,
                                    base_quota=terms.base_quota_gpus,
                                    waits=[x for _w, x in mine], held=held, holds=holds)
@@ -123,6 +124,17 @@ def read(contract: Contract, periods: list[tuple[billing.Period, billing.Terms]]
                                   credit_pct(result.availability, terms), until, worst,
                                   len(mine))
     return out
+
+
+def _within(start: datetime, end: datetime, holds: list[tuple[datetime, datetime]]) -> bool:
+    """Whether [start, end) lies wholly inside gpuloans' own holds: no wait on the floor."""
+    for a, b in sorted(holds):
+        if a > start:
+            return False
+        start = max(start, b)
+        if start >= end:
+            return True
+    return start >= end
 
 
 def _worst(pairs: list, count: int = 5) -> list:

@@ -10,9 +10,10 @@ from metering.usage.slurm import find_slurm_cluster
 class Command(BaseCommand):
     help = (
         "Import what Slurm accounting (sacct, from slurmdbd) says each job held: GPU-hours per "
-        "account, user and hour, kept beside the agents' meter for the cluster. Run it where "
-        "Slurm's client commands reach the cluster. Running it again adds nothing; a job that "
-        "was running is completed when it has ended."
+        "account, user and hour, kept beside the agents' meter for the cluster; and the jobs "
+        "that waited for GPUs, for the floor's measure. Run it where Slurm's client commands "
+        "reach the cluster. Running it again adds nothing; a job that was running is "
+        "completed when it has ended."
     )
 
     def add_arguments(self, parser):
@@ -41,4 +42,6 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         self.stdout.write(self.style.SUCCESS(
             f"{target.name}: {done.read} jobs with GPUs read, {done.new} new, {done.completed} "
-            f"completed since the last import; {done.hours} account-hours rebuilt."))
+            f"completed since the last import; {done.hours} account-hours rebuilt; "
+            f"{done.waited.read} jobs that waited for GPUs read, {done.waited.new} new, "
+            f"{done.waited.updated} updated."))

@@ -24,26 +24,13 @@ from loans.schedulers.kubernetes import manifests
 from loans.schedulers.protocol import Change
 from loans.services.ledger import read as ledgers
 from metering.models import AttributionRule, Cluster
+from tests.kube import strict
 
 SCHEMAS = Path(__file__).with_name("schemas")
 Metered = namedtuple("Metered", "allocated_gpu_hours busy_gpu_hours", defaults=[Decimal(0)])
 
 
 CRD = "kueue.x-k8s.io_clusterqueues.yaml"
-
-
-def strict(schema):
-    """An OpenAPI schema of a CRD as `kubectl apply --validate=strict` applies it: an object
-    that lists its properties takes no others (unless it says it keeps unknown fields)."""
-    if isinstance(schema, dict):
-        schema = {key: strict(value) for key, value in schema.items()}
-        if ("properties" in schema and "additionalProperties" not in schema
-                and not schema.get("x-kubernetes-preserve-unknown-fields")):
-            schema["additionalProperties"] = False
-        return schema
-    if isinstance(schema, list):
-        return [strict(value) for value in schema]
-    return schema
 
 
 def crd_schema(version: str) -> dict:
