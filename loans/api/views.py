@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 
 from core.api import OperatorViewSet
 from loans.access import contract_for_user, tenant_for_user
+from loans.api.floor import floor_json
 from loans.api.renderers import UsageCSVRenderer
 from loans.api.serializers import (
     ContractSerializer,
@@ -249,4 +250,5 @@ class ContractBurndown(APIView):
         # What the scheduler does now: the policy in force and where the current period
         # stands (open, overage or held), whichever period was asked for.
         body["admission"] = {"policy": policy.kind, "state": policy.state}
+        body["floor"] = floor_json(entry, contract.zone)
         return Response(body)

@@ -1,5 +1,6 @@
 """Number formats of the pages: GPU-hours, money, shares, and times in a contract's zone."""
 
+import math
 from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -67,6 +68,29 @@ def share(value: Decimal | float | None) -> str:
     if value is None or value == "":
         return DASH
     return f"{float(value) * 100:.1f}%"
+
+
+@register.filter
+def credited(value: Decimal | None, currency: str = "") -> str:
+    """A credit (a negative line) as a sentence says it: the amount credited, 100.00 CNY."""
+    return money(None if value is None else -value, currency)
+
+
+@register.filter
+def availability(value: Decimal | float | None) -> str:
+    """A share of time to two places, rounded down: 0.999 97 reads "99.99%", never "100%"
+    while any second was short (a guarantee of 99.9% is read against it)."""
+    if value is None or value == "":
+        return DASH
+    return f"{math.floor(Decimal(str(value)) * 10000) / 100:.2f}%"
+
+
+@register.filter
+def percent(value: Decimal | None) -> str:
+    """A stored percent as people write it: 95.00 -> "95%", 99.90 -> "99.9%"."""
+    if value is None or value == "":
+        return DASH
+    return f"{Decimal(value).normalize():f}%"
 
 
 @register.filter

@@ -10,7 +10,15 @@ import pytest
 import time_machine
 from django.core.exceptions import ValidationError
 
-from loans.models import Contract, ContractHold, OveragePolicy, Plan, Statement, Tenant
+from loans.models import (
+    Contract,
+    ContractHold,
+    Membership,
+    OveragePolicy,
+    Plan,
+    Statement,
+    Tenant,
+)
 from loans.services.exports import focus, statements
 from loans.services.guarantee import holds
 from loans.services.ledger import amendments
@@ -18,6 +26,7 @@ from loans.services.ledger import read as ledgers
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Cluster, RawHorizon, default_cluster
 from metering.schedulers import waits
+from tests.conftest import make_user
 from tests.ledger import FEB, GRACE, HOUR, JAN, MAR, attribute, long_retention, meter  # noqa: F401
 
 D = Decimal
@@ -203,3 +212,57 @@ def test_the_holds_job_opens_a_hold_when_a_held_period_is_past_its_commitment_an
         assert holds.note(FEB + HOUR) == holds.Noted(0, 1)  # February starts unspent
     [hold] = ContractHold.objects.all()
     assert (hold.reason, hold.since, hold.until) == ("hold", at, FEB)
+
+
+def test_the_lead_reads_the_floor_its_credit_and_the_longest_waits(client, vision):
+    contract = signed(vision)
+    meter("vision", JAN, JANUARY_HOURS)
+    waited(JAN + timedelta(days=3), 40)
+    waited(JAN + timedelta(days=9), 5, gpus=2, key="2")
+    close(FEB + GRACE)
+    lead = make_user("lead")
+    Membership.objects.create(user=lead, tenant=vision, role=Membership.Role.LEAD)
+    client.force_login(lead)
+    with time_machine.travel(FEB + GRACE + HOUR, tick=False):
+        page = client.get(f"/en/tenants/vision/?contract={contract.pk}&period=1")
+        chinese = client.get(f"/zh-hans/tenants/vision/?contract={contract.pk}&period=1")
+    html = page.content.decode()
+    # 40 + 5 hours short of 744: 93.95%, below 95% and above 90%: the 10% tier.
+    assert 'data-below="1"' in html and "93.95% of the time" in html
+    assert "the contract guarantees 95%" in html and "short 45.00 GPU-h" in html
+    assert "service credit of 100.00 CNY" in html and 'data-figure="credit"' in html
+    waits_table = html[html.index('id="waits"'):html.index("</table>", html.index('id="waits"'))]
+    assert waits_table.index('data-job="1"') < waits_table.index('data-job="2"')  # longest first
+    assert "保障" in chinese.content.decode() and "93.95%" in chinese.content.decode()
+
+
+def test_a_period_without_waits_says_so(client, vision):
+    contract = signed(vision, tiers="")
+    meter("vision", JAN, 10)
+    lead = make_user("lead")
+    Membership.objects.create(user=lead, tenant=vision, role=Membership.Role.LEAD)
+    client.force_login(lead)
+    with time_machine.travel(JAN + timedelta(days=2), tick=False):
+        html = client.get(f"/en/tenants/vision/?contract={contract.pk}").content.decode()
+    assert 'id="no-waits"' in html and "100.00% of the time" in html
+    assert "This contract has no service credits." in html
+
+
+def test_the_burndown_api_carries_the_floor(client, vision):
+    contract = signed(vision)
+    meter("vision", JAN, JANUARY_HOURS)
+    waited(JAN + timedelta(days=3), 40)
+    close(FEB + GRACE)
+    member = make_user("member")
+    Membership.objects.create(user=member, tenant=vision, role=Membership.Role.MEMBER)
+    client.force_login(member)
+    with time_machine.travel(FEB + GRACE + HOUR, tick=False):
+        body = client.get(f"/api/v1/contracts/{contract.pk}/burndown?period=1").json()
+    floor = body["floor"]
+    assert (floor["guarantee_pct"], floor["below_guarantee"], floor["short_gpu_hours"]) == (
+        "95.00", True, "40.000000")
+    assert (floor["credit_pct"], floor["credit"], floor["waits"]) == ("10.00", "-100.00", 1)
+    assert floor["longest_waits"] == [{"cluster": "default", "job": "1", "gpus": 1,
+                                       "from": "2026-01-04T00:00:00+00:00",
+                                       "to": "2026-01-05T16:00:00+00:00", "held_gpus": 1.0}]
+    assert body["cost_so_far"]["credit"] == "-100.00"
