@@ -23,6 +23,7 @@ class Alert(models.Model):
         BUDGET_USED = "budget_used", _("overage budget spent")
         GROUP_RUNNING_OUT = "group_running_out", _("sharing group running out")
         ALL_LENT = "all_lent", _("unused hours all lent")
+        GUARANTEE_AT_RISK = "guarantee_at_risk", _("guarantee at risk")
 
     class State(models.TextChoices):
         OPEN = "open", _("open")

@@ -13,6 +13,8 @@ from loans.maths.sharing import Shared
 from loans.models import Alert, Contract, Plan
 from loans.models.contracts import with_amendments
 from loans.services import bursts
+from loans.services.guarantee import fleet as guarantee_fleet
+from loans.services.guarantee.fleet import FleetFloor
 from loans.services.ledger import bills, dashboard, pooled
 from metering.usage import floor_hour
 
@@ -23,13 +25,20 @@ class ContractStatus:
     figures: PeriodGlance
     open_alerts: int = 0
     shared: Shared | None = None  # in a sharing group: its sharing at the projected usage
+    floor: FleetFloor | None = None  # its period's floor so far
 
     @property
     def projected(self) -> bills.Bill:
-        """The period's end as its statement would bill it (sharing included)."""
+        """The period's end as its statement would bill it (sharing and the credit its floor
+        so far earns included)."""
         f = self.figures
         return bills.priced(f.terms, f.projected_used_gpu_hours, self.shared,
-                            first=f.period.index == 0)
+                            first=f.period.index == 0,
+                            credit=self.floor.credit if self.floor else Decimal(0))
+
+    @property
+    def availability(self) -> Decimal:
+        return self.floor.floor.availability if self.floor else Decimal(1)
 
     @property
     def used_share(self) -> Decimal | None:
@@ -65,6 +74,7 @@ SORTS = {
     "money": lambda s: s.money_at_stake,
     "days_left": lambda s: s.figures.days_left,
     "alerts": lambda s: s.open_alerts,
+    "availability": lambda s: s.availability,
 }
 
 
@@ -95,7 +105,9 @@ def contract_statuses(now: datetime, sort: str = "projected", descending: bool =
     pairs = [(c, period) for c, period in pairs if period is not None]
     figures = dashboard.glances_of(pairs, now)
     shared = {pk: x for pool in pooled.pools(now) for pk, x in pool.projected.items()}
-    statuses = [ContractStatus(c, figures[c.pk], alerts.get(c.tenant_id, 0), shared.get(c.pk))
+    floors = guarantee_fleet.floors([c for c, _p in pairs], now)
+    statuses = [ContractStatus(c, figures[c.pk], alerts.get(c.tenant_id, 0), shared.get(c.pk),
+                               floors.get(c.pk))
                 for c, _p in pairs]
     return sorted(statuses, key=SORTS[sort], reverse=descending)
 

@@ -38,6 +38,7 @@ FLEET_COLUMNS = [  # sort key, heading
     ("projected", gettext_lazy("Projected")),
     ("money", gettext_lazy("Projected overage or waste")),
     ("days_left", gettext_lazy("Days left")),
+    ("availability", gettext_lazy("Availability")),
     ("alerts", gettext_lazy("Open alerts")),
 ]
 
@@ -87,6 +88,9 @@ def fleet_page(request: HttpRequest) -> HttpResponse:
     return render(request, "loans/fleet.html", {
         "sharing_pools": pooled.pools(now), "what_if": _what_if(seen.statuses, now),
         "page": page, "rows": _with_admission(page.object_list),
+        "short": sorted((s for s in seen.statuses
+                         if s.floor and s.floor.floor.short_gpu_hours > 0),
+                        key=lambda s: s.availability)[:FLEET_PAGE_SIZE],
         "sort": sort, "descending": descending, "columns": FLEET_COLUMNS,
         "fleet_query": urlencode({"sort": sort, "dir": "desc" if descending else "asc"}) + "&",
         "capacity": seen.capacity, "whole": seen.whole,
@@ -127,7 +131,8 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
     writer.writerow([
         "tenant", "plan", "contract", "period_start", "period_end", "committed_gpu_hours",
         "used_gpu_hours", "projected_gpu_hours", "projected_overage_cost", "projected_waste",
-        "currency", "days_left",
+        "currency", "days_left", "availability", "guarantee_pct", "short_gpu_hours",
+        "credit",
     ])
     for s in fleet.contract_statuses(now, sort, descending):
         f = s.figures
@@ -142,6 +147,11 @@ def fleet_csv(request: HttpRequest) -> HttpResponse:
             *(spreadsheet.fixed(m, _places(f.terms.currency))
               for m in (s.projected_overage_cost, s.projected_waste)),
             f.terms.currency, spreadsheet.fixed(f.days_left, 1),
+            # The floor so far: a share to eight places, as statements keep it.
+            *((s.floor.floor.availability, f.terms.guarantee_pct,
+               spreadsheet.fixed(s.floor.floor.short_gpu_hours, 1),
+               spreadsheet.fixed(s.floor.credit, _places(f.terms.currency)))
+              if s.floor else ("", f.terms.guarantee_pct, "", "")),
         ])
     return response
 

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 
-from metering.models import Gpu, JobWait, RawHorizon, UsageSample
+from metering.models import Gpu, GpuHour, JobWait, RawHorizon, UsageSample
 from metering.models.samples import MAX_INTERVAL_S
+from metering.rollups import floor_hour
 
 SECOND = timedelta(seconds=1)
 
@@ -49,30 +51,44 @@ def waits_in(tenant_ids: list[int], start: datetime, end: datetime) -> dict[int,
 Held = tuple[datetime, datetime, float]  # from, to, GPUs (fractions of MIG instances)
 
 
-def held_during(tenant_id: int, spans: list[tuple[datetime, datetime]], model: str = ""
-                ) -> list[Held]:
-    """The tenant's allocated samples that overlap `spans`, as (from, to, share of a GPU), of
-    GPUs of `model` (any model where empty): what it held while its jobs waited. Samples
-    covering no span are never read."""
+def _merged(spans: list[tuple[datetime, datetime]]) -> list[list[datetime]]:
     merged: list[list[datetime]] = []
     for a, b in sorted(spans):
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         elif b > a:
             merged.append([a, b])
-    if not merged:
-        return []
+    return merged
+
+
+def held_during(tenant_id: int, spans: list[tuple[datetime, datetime]], model: str = ""
+                ) -> list[Held]:
+    """The tenant's allocated samples that overlap `spans`, as (from, to, share of a GPU), of
+    GPUs of `model` (any model where empty): what it held while its jobs waited. Samples
+    covering no span are never read."""
+    return held_during_many({tenant_id: (spans, model)}).get(tenant_id, [])
+
+
+def held_during_many(asked: dict[int, tuple[list[tuple[datetime, datetime]], str]]
+                     ) -> dict[int, list[Held]]:
+    """held_during for many tenants (tenant -> spans, model), in one query."""
+    merged = {tenant: _merged(spans) for tenant, (spans, _model) in asked.items()}
     window = Q()
-    for a, b in merged:
-        window |= Q(ts__lt=b, ts__gt=a - MAX_INTERVAL_S * SECOND)
-    samples = UsageSample.objects.filter(window, tenant_id=tenant_id, allocated=True)
-    if model:
-        samples = samples.filter(Q(gpu__model=model) | Q(gpu__physical__model=model))
-    out = []
-    for ts, interval, fraction in samples.values_list("ts", "interval_s", "fraction"):
+    for tenant, spans in merged.items():
+        for a, b in spans:
+            window |= Q(tenant_id=tenant, ts__lt=b, ts__gt=a - MAX_INTERVAL_S * SECOND)
+    out: dict[int, list[Held]] = {tenant: [] for tenant in asked}
+    if not any(merged.values()):
+        return out
+    rows = UsageSample.objects.filter(window, allocated=True).values_list(
+        "tenant_id", "ts", "interval_s", "fraction", "gpu__model", "gpu__physical__model")
+    for tenant, ts, interval, fraction, model, parent_model in rows:
+        wanted = asked[tenant][1]
+        if wanted and wanted not in (model, parent_model):
+            continue
         until = ts + interval * SECOND
-        if any(ts < b and until > a for a, b in merged):
-            out.append((ts, until, fraction))
+        if any(ts < b and until > a for a, b in merged[tenant]):
+            out[tenant].append((ts, until, fraction))
     return out
 
 
@@ -89,3 +105,21 @@ def raw_kept_from() -> datetime | None:
     """The oldest instant whose raw samples are still kept (None: none purged yet)."""
     horizon = RawHorizon.objects.first()
     return horizon.purged_before if horizon else None
+
+
+def physical_at(asked: list[tuple[str, datetime]], window: timedelta) -> list[float]:
+    """Physical GPUs of each (model, moment) asked (any model where empty) that held or
+    reported anything in the `window` before the moment, from the hourly GPU rollups: the pool
+    as it stood then, a GPU and its MIG instances counted once. One query for all."""
+    if not asked:
+        return []
+    since = floor_hour(min(at for _m, at in asked) - window)
+    rows = (GpuHour.objects.filter(hour__gte=since, hour__lt=max(at for _m, at in asked))
+            .annotate(physical_gpu=Coalesce("gpu__physical_id", "gpu_id"),
+                      model=Coalesce("gpu__physical__model", "gpu__model"))
+            .values_list("physical_gpu", "model", "hour").distinct())
+    seen = list(rows)
+    return [float(len({gpu for gpu, gpu_model, hour in seen
+                       if (not model or gpu_model == model)
+                       and floor_hour(at - window) <= hour < at}))
+            for model, at in asked]

@@ -2,7 +2,7 @@
 that cleared. One open alert per kind and subject (a partial unique index backs it), so runs
 twice or concurrently open nothing twice; each change is notified after it commits."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
@@ -13,6 +13,8 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.models import Alert, Contract, Tenant, policy_of
+from loans.services.alerts import guarantee
+from loans.services.alerts.condition import Condition
 from loans.services.alerts.notify import notify_alert
 from loans.services.ledger import bills, dashboard, pooled
 from metering.usage import fleet, floor_hour, slurm
@@ -21,15 +23,6 @@ THRESHOLDS = (100, 80, 50)  # percent of the commitment used; the highest crosse
 IDLE_UTIL = 0.05
 COMPLETE = 0.99
 Kind = Alert.Kind
-
-
-@dataclass(frozen=True)
-class Condition:
-    kind: str
-    subject: str
-    tenant_id: int | None
-    wording: Wording
-    details: dict = field(default_factory=dict)
 
 
 def _money(value: Decimal) -> str:
@@ -317,11 +310,12 @@ def mismatch_conditions(now: datetime) -> list[Condition]:
 
 def conditions(now: datetime) -> list[Condition]:
     contracts = list(Contract.objects.filter(status=Contract.Status.ACTIVE)
-                     .select_related("tenant", "plan"))
+                     .select_related("tenant", "plan").prefetch_related("amendments"))
     pools = pooled.pools(now)
     found = [c for contract in contracts for c in contract_conditions(contract, now, pools)]
     return (found + idle_conditions(now, contracts) + node_conditions(now)
-            + refusal_conditions(now) + mismatch_conditions(now) + group_conditions(now))
+            + refusal_conditions(now) + mismatch_conditions(now) + group_conditions(now)
+            + guarantee.guarantee_conditions(now, contracts))
 
 
 def group_conditions(now: datetime) -> list[Condition]:

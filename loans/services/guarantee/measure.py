@@ -80,36 +80,68 @@ def read(contract: Contract, periods: list[tuple[billing.Period, billing.Terms]]
     """The floor of each of `periods` (started ones, with the terms in force in each) as of
     `now`, in a constant number of queries (one where the tenant has no waits); periods whose
     raw samples have been purged are left out where there are waits to measure."""
-    terms_of = {p.index: terms for p, terms in periods}
-    periods = [p for p, _terms in periods if p.start < now]
+    return read_many([(contract, periods)], now)[contract.pk]
+
+
+def read_many(asked: list[tuple[Contract, list[tuple[billing.Period, billing.Terms]]]],
+              now: datetime) -> dict[int, dict[int, Floor]]:
+    """read() for many contracts (the fleet's, each in its current period), in one query of
+    the waits, one of the holds and one of the raw samples for each tenant that had waits."""
+    asked = [(c, [(p, terms) for p, terms in periods if p.start < now]) for c, periods in asked]
+    spans = [(c, periods[0][0].start, min(periods[-1][0].end, now))
+             for c, periods in asked if periods]
+    if not spans:
+        return {c.pk: {} for c, _periods in asked}
+    found = usage_waits.waits_in(sorted({c.tenant_id for c, _a, _b in spans}),
+                                 min(a for _c, a, _b in spans), max(b for _c, _a, b in spans))
+    waiting = {c.pk for c, _a, _b in spans if found.get(c.tenant_id)}
+    kept_from = usage_waits.raw_kept_from() if waiting else None
+    models = usage_waits.cluster_models() if any(
+        c.gpu_model for c, _a, _b in spans if c.pk in waiting) else {}
+    holds: dict[int, list] = {pk: [] for pk in waiting}
+    for h in ContractHold.objects.filter(contract_id__in=waiting) if waiting else ():
+        holds[h.contract_id].append((h.since, h.until or now))
+    kept = []
+    for contract, periods in asked:
+        if kept_from is not None and contract.pk in waiting:
+            periods = [(p, terms) for p, terms in periods if p.start >= kept_from]
+        waits = _waits(contract, periods, now, found.get(contract.tenant_id, []), models)
+        kept.append((contract, periods, waits))
+    # What each tenant held while its jobs waited, for every contract at once.
+    held = usage_waits.held_during_many({
+        c.tenant_id: ([(x.start, x.end) for _w, x in waits], c.gpu_model)
+        for c, _p, waits in kept if waits})
+    return {c.pk: _floors(periods, now, waits, holds.get(c.pk, []), held.get(c.tenant_id, []))
+            for c, periods, waits in kept}
+
+
+def _waits(contract: Contract, periods: list[tuple[billing.Period, billing.Terms]],
+           now: datetime, found: list, models: dict) -> list:
+    """The tenant's waits on this contract's floor over `periods`: (the wait as read, its
+    interval on the floor)."""
     if not periods:
-        return {}
-    start, end = periods[0].start, min(periods[-1].end, now)
-    found = usage_waits.waits_in([contract.tenant_id], start, end)[contract.tenant_id]
-    if found:
-        kept_from = usage_waits.raw_kept_from()
-        periods = [p for p in periods if kept_from is None or p.start >= kept_from]
-    models = usage_waits.cluster_models() if found and contract.gpu_model else {}
+        return []
+    start, end = periods[0][0].start, min(periods[-1][0].end, now)
     types = settings.GPU_TYPE_MODELS
     waits = []
     for w in found:
-        if not guarantee.counts_for(gpu_type=w.gpu_type, plan_model=contract.gpu_model,
-                                    type_models=types, cluster_models=models.get(w.cluster_id,
-                                                                                 set())):
+        if w.submitted >= end or not guarantee.counts_for(
+                gpu_type=w.gpu_type, plan_model=contract.gpu_model, type_models=types,
+                cluster_models=models.get(w.cluster_id, set())):
             continue
         wait = guarantee.wait_of(
             guarantee.Request(w.name, w.gpus, w.submitted, w.eligible, w.started, w.ended,
                               w.capacity, w.qos), now=now, overage_qos=admission.OVERAGE_QOS)
-        if wait is not None:
+        if wait is not None and wait.end > start:
             waits.append((w, wait))
-    holds = [(h.since, h.until or now) for h in ContractHold.objects.filter(
-        contract=contract, since__lt=end).exclude(until__lte=start)] if waits else []
-    held = usage_waits.held_during(contract.tenant_id, [(x.start, x.end) for _w, x in waits],
-                                   contract.gpu_model) if waits else []
+    return waits
+
+
+def _floors(periods: list[tuple[billing.Period, billing.Terms]], now: datetime, waits: list,
+            holds: list, held: list) -> dict[int, Floor]:
     out = {}
-    for period in periods:
+    for period, terms in periods:
         until = min(period.end, now)
-        terms = terms_of[period.index]
         mine = [(w, x) for w, x in waits if x.start < until and x.end > period.start
                 and not _within(max(x.start, period.start), min(x.end, until), holds)]
         result = guarantee.measure(start=period.start, end=until,

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 import time_machine
 from django.core.exceptions import ValidationError
+from django.utils import translation
 
 from loans.models import (
     Contract,
@@ -19,7 +20,9 @@ from loans.models import (
     Statement,
     Tenant,
 )
+from loans.services.alerts.conditions import evaluate_alerts, refresh_contract_alerts
 from loans.services.exports import focus, statements
+from loans.services.guarantee import fleet as guarantee_fleet
 from loans.services.guarantee import holds
 from loans.services.ledger import amendments
 from loans.services.ledger import read as ledgers
@@ -266,3 +269,80 @@ def test_the_burndown_api_carries_the_floor(client, vision):
                                        "from": "2026-01-04T00:00:00+00:00",
                                        "to": "2026-01-05T16:00:00+00:00", "held_gpus": 1.0}]
     assert body["cost_so_far"]["credit"] == "-100.00"
+
+
+def test_the_fleet_shows_each_contracts_availability_its_credit_and_its_pool_then(client,
+                                                                                  vision):
+    """Ten days into January: 40 of 240 hours short (83.33%: the 25% tier, 250.00 of the
+    committed 1,000.00 so far); the pool then had one GPU reporting against a base quota of
+    two guaranteed: over-committed."""
+    signed(vision)
+    meter("vision", JAN, 240)
+    waited(JAN + timedelta(days=3), 40)
+    client.force_login(make_user("operator", staff=True))
+    at = JAN + timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        html = client.get("/en/fleet/?sort=availability&dir=asc").content.decode()
+        csv = client.get("/en/fleet.csv").content.decode().splitlines()
+    assert 'data-availability="0.83333333"' in html and "credit 250.00 CNY" in html
+    start = html.index('id="floor-table"')
+    row = html[start:html.index("</table>", start)]
+    assert 'data-credit="-250.00"' in row and 'data-over-committed="1"' in row
+    assert "2 GPUs guaranteed, 1 reporting" in row
+    exported = dict(zip(csv[0].split(","), csv[1].split(","), strict=True))
+    assert (exported["availability"], exported["credit"]) == ("0.83333333", "-250.00")
+
+
+def test_an_alert_opens_near_the_guarantee_names_the_longest_wait_and_survives_a_policy_change(
+        vision, settings):
+    settings.GUARANTEE_ALERT_POINTS = 1
+    contract = signed(vision)
+    meter("vision", JAN, 240)
+    waited(JAN + timedelta(days=3), 6)  # 6 of 240 hours: 97.5%, 2.5 points above 95%
+    at = JAN + timedelta(days=10)
+    with time_machine.travel(at, tick=False):
+        assert not [a for a in evaluate_alerts(at).opened if a.kind == "guarantee_at_risk"]
+    waited(JAN + timedelta(days=5), 10, gpus=2, key="2")  # 16 of 240: 93.33%, below
+    with time_machine.travel(at, tick=False):
+        [alert] = [a for a in evaluate_alerts(at).opened if a.kind == "guarantee_at_risk"]
+        assert alert.tenant == vision and alert.subject == f"floor:contract:{contract.pk}:period:1"
+        assert "93.33% of period 1 so far, below its guarantee of 95%" in alert.message
+        assert "the longest 2 (2 GPUs from 2026-01-06 00:00)" in alert.message
+        assert "credits 100.00 CNY" in alert.message  # below 95%, above 90%: 10%
+        assert len(alert.details["waits"]) == 2
+        with translation.override("zh-hans"):
+            assert "保障" in alert.text
+        refresh_contract_alerts(contract, at)  # a policy change refreshes the commitment's
+        alert.refresh_from_db()
+        assert alert.state == "open"
+
+
+def test_the_fleets_floor_reads_the_same_queries_for_two_short_contracts_as_for_five(
+        db, django_assert_num_queries):
+    """Waits, holds, raw horizon, held samples, pools then: one query each, however many
+    contracts were short (the plan names no GPU model: the clusters' models are not read)."""
+    at = JAN + timedelta(days=10)
+
+    def fleet(n: int) -> list[Contract]:
+        contracts = []
+        for k in range(n):
+            tenant = Tenant.objects.create(slug=f"team{n}-{k}", name=f"Team {n}-{k}")
+            attribute(tenant)
+            contracts.append(signed(tenant))
+            meter(tenant.slug, JAN, 240, gpu_prefix=f"G{n}-{k}")
+            cluster = Cluster.objects.get(pk=default_cluster())
+            waits.store(cluster, "slurm", [waits.Seen(
+                key=f"{n}-{k}", name=f"{n}-{k}", gpus=1, submitted=JAN + timedelta(days=3),
+                eligible=JAN + timedelta(days=3), started=JAN + timedelta(days=4), ended=None,
+                reason="Resources", capacity=True, namespace=tenant.slug)], at)
+        return [Contract.objects.select_related("tenant", "plan").prefetch_related(
+            "amendments").get(pk=c.pk) for c in contracts]
+
+    small, large = fleet(2), fleet(5)
+    counts = []
+    for contracts in (small, large):
+        with django_assert_num_queries(5) as captured:
+            found = guarantee_fleet.floors(contracts, at)
+        counts.append(len(captured))
+        assert all(f.floor.short_gpu_hours > 0 for f in found.values())
+    assert counts[0] == counts[1]
