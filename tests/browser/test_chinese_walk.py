@@ -31,6 +31,8 @@ ALLOWED = {
     "IP", "GET", "POST", "Accept", "sha", "LDAP", "Grafana", "Ctrl", "Command", "Mac",
     # Kubernetes' own field names in an owner (namespace=vision), as kubectl writes them.
     "namespace", "pod", "container",
+    # Kinds of Kubernetes and Kueue objects, named as the API names them; a URL's scheme.
+    "Kueue", "Pod", "Workload", "ResourceQuota", "ClusterQueue", "Secret", "CA", "https",
     # Columns of the history files the advice reads, typed as they are (ts,gpus; sacct's).
     "ts", "gpus", "sacct", "JobID", "Account", "User", "Start", "End", "AllocTRES",
 }
