@@ -13,7 +13,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from zoneinfo import ZoneInfo
 
@@ -29,13 +29,16 @@ from metering.attribution import Attributor, Rule
 from metering.intake import owners
 from metering.models import (
     AttributionRule,
+    Cluster,
     Gpu,
+    JobWait,
     Node,
     RawHorizon,
     UsageSample,
     default_cluster,
 )
 from metering.recount import insert_rows, rebuild_rollups
+from metering.schedulers import waits
 from metering.usage import ceil_hour, floor_hour
 
 DAYS = 90
@@ -51,13 +54,16 @@ L40S = ("NVIDIA L40S", 46068)
 A100 = ("NVIDIA A100-SXM4-80GB", 81920)
 
 PLANS = [
-    # name, model, base, max, committed GPU-h, rate, overage rate, term
-    ("H100 Guaranteed 8", H100[0], 8, 16, "4000", "18.00", None, 12),
-    ("H100 Guaranteed 16", H100[0], 16, 32, "9000", "17.00", None, 12),
-    ("L40S Inference 8", L40S[0], 8, 12, "4500", "6.50", None, 12),
-    ("A100 Flex 4", A100[0], 4, 8, "2000", "11.00", "15.00", 6),
-    ("H100 Burst 32", H100[0], 16, 32, "6000", "19.50", None, 3),
+    # name, model, base, max, committed GPU-h, rate, overage rate, term, guarantee %, credits
+    ("H100 Guaranteed 8", H100[0], 8, 16, "4000", "18.00", None, 12, "99", "99:5, 95:15"),
+    ("H100 Guaranteed 16", H100[0], 16, 32, "9000", "17.00", None, 12, "99", "99:5, 95:15"),
+    ("L40S Inference 8", L40S[0], 8, 12, "4500", "6.50", None, 12, "95", ""),
+    ("A100 Flex 4", A100[0], 4, 8, "2000", "11.00", "15.00", 6, "95", "95:10, 90:25"),
+    ("H100 Burst 32", H100[0], 16, 32, "6000", "19.50", None, 3, "90", ""),
 ]
+# recsys's jobs waited for A100s three days of its first period (days after its start, hour of
+# the local day, hours, GPUs): below its guarantee of 95%, its first statement credits 10%.
+WAITS = [(5, 9, 24, 2), (12, 10, 24, 2), (19, 8, 24, 2)]
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,7 @@ def seed(
                 _node(node_name, model, tenant)
         _node(*SANDBOX_NODE, None)
         _group(tenants, now)
+        _waits(first_day, zone, now)
         log(f"tenants: {', '.join(tenants)}; nodes: {Node.objects.count()}")
 
     end = floor_hour(now)
@@ -173,14 +180,15 @@ def _first_day(wanted: date) -> date:
 
 def _plans() -> dict[str, Plan]:
     plans = {}
-    for name, model, base, cap, committed, rate, overage, term in PLANS:
+    for name, model, base, cap, committed, rate, overage, term, floor, credits in PLANS:
         plan, _created = Plan.objects.get_or_create(
             name=name,
             defaults={
                 "gpu_model": model, "base_quota_gpus": base, "max_quota_gpus": cap,
                 "committed_gpu_hours": Decimal(committed), "committed_rate": Decimal(rate),
                 "overage_rate": Decimal(overage) if overage else None, "term_months": term,
-                "currency": settings.DEFAULT_CURRENCY,
+                "currency": settings.DEFAULT_CURRENCY, "guarantee_pct": Decimal(floor),
+                "credit_tiers": credits,
             },
         )
         plans[name] = plan
@@ -196,6 +204,25 @@ def _group(tenants: dict[str, Tenant], now: datetime) -> None:
         contract = tenants[slug].contracts.filter(status=Contract.Status.ACTIVE).first()
         if contract is not None and not SharingMember.objects.filter(contract=contract).exists():
             sharing.join(group, contract, by=None, now=now)
+
+
+def _waits(first_day: date, zone: ZoneInfo, now: datetime) -> None:
+    """recsys's jobs that waited for A100s (WAITS), as the cluster's lister would have kept
+    them; stored again, nothing changes."""
+    cluster = Cluster.objects.get(pk=default_cluster())
+    seen = []
+    for day, hour, hours, gpus in WAITS:
+        start = datetime.combine(first_day + timedelta(days=day), time(hour), zone)
+        start = start.astimezone(UTC)
+        if start + timedelta(hours=hours) > now:
+            continue
+        key = f"demo-recsys-{day}"
+        seen.append(waits.Seen(key=key, name=f"recsys/train-{day}", gpus=gpus,
+                               submitted=start, eligible=start,
+                               started=start + timedelta(hours=hours), ended=None,
+                               reason="Unschedulable", capacity=True, namespace="recsys",
+                               gpu_type=A100[0].replace(" ", "-")))
+    waits.store(cluster, JobWait.Scheduler.POD, seen, now)
 
 
 def _user(username: str, password: str, staff: bool = False):

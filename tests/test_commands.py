@@ -209,3 +209,9 @@ def test_the_demos_vision_borrows_nlps_unused_hours_and_every_view_agrees(db, cl
     assert sum(Decimal(r["BilledCost"]) for r in rows if r["InvoiceId"] == f"{vision.pk}-1") \
         == first.total_cost
     assert any(r["CommitmentDiscountId"] == f"contract-{nlp.pk}" for r in rows)
+    # recsys's jobs waited for A100s in its first period (loans.demo.WAITS): below its
+    # guarantee of 95%, the statement credits the tier.
+    recsys = Contract.objects.get(tenant__slug="recsys").statements.get(period_index=0)
+    assert recsys.availability < Decimal("0.95") and recsys.credit < 0
+    assert recsys.credit_pct in (10, 25)
+    assert recsys.total_cost == (recsys.committed_cost + recsys.overage_cost + recsys.credit)

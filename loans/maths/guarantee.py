@@ -17,6 +17,7 @@ Pure: times and counts in, figures out. GPU counts are held as billionths of a G
 fractions of MIG instances add up exactly, whatever the order.
 """
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,13 +79,20 @@ def counts_for(*, gpu_type: str, plan_model: str, type_models: dict[str, str],
                cluster_models: set[str]) -> bool:
     """Whether a request for `gpu_type` (the scheduler's name, "" untyped) asks for the plan's
     GPUs: any request where the plan names no model; a type the setting maps to the plan's
-    model; an untyped request, or a type the setting does not name, where the cluster has one
-    model and it is the plan's."""
+    model; a type that is the plan's model written as a node label (GPU feature discovery's
+    nvidia.com/gpu.product: NVIDIA-A100-SXM4-80GB); an untyped request, or a type the setting
+    does not name, where the cluster has one model and it is the plan's."""
     if not plan_model:
         return True
     if gpu_type and gpu_type in type_models:
         return type_models[gpu_type] == plan_model
+    if gpu_type and _label(gpu_type) == _label(plan_model):
+        return True
     return cluster_models == {plan_model}
+
+
+def _label(name: str) -> str:
+    return re.sub(r"[\s_-]+", "-", name.strip().lower())
 
 
 Held = tuple[datetime, datetime, float]  # from, to, GPUs the tenant held (fractions of MIG)

@@ -13,8 +13,11 @@ plan's numbers) plus:
   own upfront fee included.
 
 A plan qualifies only if its base quota is at least the one the demand model needs (at most
-BURST_HOURS_PERCENT of the hours ahead needing a burst) and its cap holds the peak: a cheaper
-plan that guarantees less than the team uses is no advice."""
+BURST_HOURS_PERCENT of the hours ahead needing a burst), its cap holds the peak, and its
+guarantee level is at least the current terms': a cheaper plan that guarantees less than the
+team uses, or less often, is no advice. Where the plans' service credits differ, each option's
+cost is less what its tiers would have credited a period at the availability the team's
+statements measured (DESIGN "The floor"), on average."""
 
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,7 +26,7 @@ from django.conf import settings
 from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
-from loans.maths import quotas, recommend
+from loans.maths import billing, guarantee, quotas, recommend
 from loans.maths.billing import money
 from loans.models import Contract, Plan
 
@@ -33,16 +36,41 @@ HISTORY_PERIODS = 3  # a plan is a bigger change than a commitment: three whole 
 @dataclass(frozen=True)
 class Option:
     plan: str
-    cost: Decimal  # expected over the periods, fee share and what is still owed included
+    cost: Decimal  # expected over the periods, fee share, still owed and credits included
     fee_share: Decimal
     owed: Decimal  # still owed on the current commitment (mid-term)
     fits_peak: bool
     guarantees_base: bool
+    guarantee_pct: Decimal = Decimal(100)
+    guarantees_as_often: bool = True  # its guarantee level is at least the current terms'
+    credits: Decimal = Decimal(0)  # expected service credits over the periods (negative)
 
     def as_evidence(self) -> dict:
         return {"plan": self.plan, "cost": str(self.cost), "fits_peak": self.fits_peak,
                 "guarantees_base": self.guarantees_base,
-                "upfront_fee_share": str(self.fee_share), "still_owed": str(self.owed)}
+                "upfront_fee_share": str(self.fee_share), "still_owed": str(self.owed),
+                "guarantee_pct": str(self.guarantee_pct),
+                "guarantees_as_often": self.guarantees_as_often,
+                "expected_credits": str(self.credits)}
+
+
+def measured_availability(contract: Contract) -> list[Decimal]:
+    """The availability each of the contract's statements measured (the floor)."""
+    return [a for a in contract.statements.filter(kind="period", availability__isnull=False)
+            .order_by("period_index").values_list("availability", flat=True)]
+
+
+def expected_credits(committed: Decimal, rate: Decimal, tiers: str, measured: list[Decimal],
+                     months: int, currency: str) -> Decimal:
+    """What `tiers` would credit over `months` periods, each at the average credit the
+    measured availabilities earn (0 with no measure or no tiers)."""
+    if not measured or not tiers:
+        return Decimal(0)
+    committed_cost = money(committed * rate, currency)
+    parsed = guarantee.parse_tiers(tiers)
+    each = [billing.service_credit(committed_cost, guarantee.credit_pct(float(a), parsed),
+                                   currency) for a in measured]
+    return money(sum(each, Decimal(0)) / len(each) * months, currency)
 
 
 @dataclass(frozen=True)
@@ -70,8 +98,11 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
     peak = max(peaks)
     needed = quotas.base_for_bursts(peaks, term.growth, settings.BURST_HOURS_PERCENT / 100)
     own_fee = terms.upfront_fee if renewal else Decimal(0)
+    measured = measured_availability(contract)
+    own_credits = expected_credits(terms.committed_gpu_hours, terms.committed_rate,
+                                   terms.credit_tiers, measured, months, terms.currency)
     own = expected_cost(term, terms.committed_gpu_hours, terms.committed_rate,
-                        terms.overage_rate, terms.currency) + own_fee
+                        terms.overage_rate, terms.currency) + own_fee + own_credits
     signed_money = terms.committed_gpu_hours * terms.committed_rate
     options = []
     for plan in Plan.objects.filter(is_offered=True, currency=terms.currency).exclude(
@@ -83,12 +114,16 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
         owed = Decimal(0) if renewal else money(
             max(Decimal(0), signed_money - plan.committed_gpu_hours * plan.committed_rate)
             * months, terms.currency)
+        credits = expected_credits(plan.committed_gpu_hours, plan.committed_rate,
+                                   plan.credit_tiers, measured, months, terms.currency)
         cost = expected_cost(term, plan.committed_gpu_hours, plan.committed_rate,
-                             plan.effective_overage_rate(), terms.currency) + fee + owed
+                             plan.effective_overage_rate(), terms.currency) + fee + owed + credits
         options.append((plan, Option(plan.name, cost, fee, owed, plan.max_quota_gpus >= peak,
-                                     plan.base_quota_gpus >= needed)))
+                                     plan.base_quota_gpus >= needed, plan.guarantee_pct,
+                                     plan.guarantee_pct >= terms.guarantee_pct, credits)))
     options.sort(key=lambda o: o[1].cost)
-    feasible = [(plan, o) for plan, o in options if o.fits_peak and o.guarantees_base]
+    feasible = [(plan, o) for plan, o in options
+                if o.fits_peak and o.guarantees_base and o.guarantees_as_often]
     margin = Decimal(settings.PLAN_SWITCH_MARGIN_PERCENT) / 100
     if not feasible or feasible[0][1].cost > own * (1 - margin):
         return None
@@ -116,4 +151,7 @@ def best_plan(contract: Contract, peaks: list[float], term: recommend.TermAdvice
                   "current_upfront_fee": str(own_fee),
                   "current_fits_peak": terms.max_quota_gpus >= peak,
                   "current_guarantees_base": terms.base_quota_gpus >= needed,
+                  "current_guarantee_pct": str(terms.guarantee_pct),
+                  "current_expected_credits": str(own_credits),
+                  "measured_availability": [str(a) for a in measured],
                   "plans": [o.as_evidence() for _plan, o in options]})

@@ -152,6 +152,8 @@ def test_a_job_cancelled_while_waiting_counts_until_its_cancellation_one_waiting
     ("", "H100", {"H100", "A100"}, False),  # untyped, two models: cannot tell
     ("gpu-x", "H100", {"H100"}, True),  # a type the setting does not name: as untyped
     ("a100", "", {"A100"}, True),  # the plan names no model
+    ("NVIDIA-H100-80GB-HBM3", "NVIDIA H100 80GB HBM3", {"H100", "A100"}, True),  # its label
+    ("NVIDIA-A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", {"H100", "A100"}, False),
 ])
 def test_a_request_counts_for_the_plan_by_its_gpu_model(gpu_type, plan, cluster, counts):
     types = {"h100": "H100", "a100": "A100"}

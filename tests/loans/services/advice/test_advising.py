@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from loans.models import Contract, Plan, Recommendation, SharingGroup
+from loans.services.advice import plans
 from loans.services.advice import pooled as pooled_advice
 from loans.services.advice.standalone import (
     History,
@@ -190,11 +191,11 @@ def test_the_same_usage_gets_the_same_commitment_in_february_and_march(contract,
 
 
 def offered(name: str, *, base: int, fee: str, term: int, committed: int = 3000,
-            rate: int = 8) -> Plan:
+            rate: int = 8, guarantee: str = "100", credits: str = "") -> Plan:
     plan = Plan(name=name, gpu_model="NVIDIA H100 80GB HBM3", base_quota_gpus=base,
                 max_quota_gpus=16, committed_gpu_hours=Decimal(committed),
                 committed_rate=Decimal(rate), upfront_fee=Decimal(fee), term_months=term,
-                currency="CNY")
+                currency="CNY", guarantee_pct=Decimal(guarantee), credit_tiers=credits)
     plan.full_clean()
     plan.save()
     return plan
@@ -223,6 +224,32 @@ def test_a_plan_switch_counts_upfront_fees_and_never_drops_the_guarantee_used(co
         "30,000.00 of its upfront fee and the 0.00 still owed")
     fits = {p["plan"]: (p["fits_peak"], p["guarantees_base"]) for p in draft.evidence["plans"]}
     assert fits["No guarantee"] == (True, False) and draft.evidence["base_quota_needed"] == 4
+
+
+def test_a_plan_that_guarantees_less_often_is_no_advice(contract):
+    """The contract guarantees its base quota 100% of the time; a cheaper plan that
+    guarantees it 90% of the time is not the advice, whatever it saves."""
+    offered("Less often", base=4, fee="0", term=12, guarantee="90")
+    draft_none = plan_draft(contract, flat(4.0), 730, NOW)
+    assert draft_none is None
+
+
+def test_service_credits_at_the_measured_availability_lower_a_plans_expected_cost(
+        contract, monkeypatch):
+    """The team's statements measured 92% and 94%: "Credited" (below 95%: 20% of its
+    committed 24,000.00 a period) would have credited 4,800.00 a period, 48,000.00 over the
+    ten left, against "Fair" without credits: 192,000.00 against 240,000.00 (3,000 GPU-h at 8
+    for ten periods, no fee)."""
+    monkeypatch.setattr(plans, "measured_availability",
+                        lambda _c: [Decimal("0.92"), Decimal("0.94")])
+    offered("Fair", base=4, fee="0", term=12)
+    offered("Credited", base=4, fee="0", term=12, credits="95:20")
+    draft = plan_draft(contract, flat(4.0), 730, NOW)
+    assert draft.recommended == "Credited"
+    by_name = {p["plan"]: p for p in draft.evidence["plans"]}
+    assert (by_name["Credited"]["expected_credits"], by_name["Credited"]["cost"]) == (
+        "-48000.00", "192000.00")
+    assert (by_name["Fair"]["expected_credits"], by_name["Fair"]["cost"]) == ("0", "240000.00")
 
 
 def test_the_page_compares_the_plans_as_they_were_priced(client, lead, contract):

@@ -20,6 +20,7 @@ from loans.models import (
     Statement,
     Tenant,
 )
+from loans.services.advice import plans
 from loans.services.alerts.conditions import evaluate_alerts, refresh_contract_alerts
 from loans.services.exports import focus, statements
 from loans.services.guarantee import fleet as guarantee_fleet
@@ -95,6 +96,14 @@ def test_a_wait_while_the_team_held_less_than_its_base_credits_the_tier_it_fell_
     assert s.total_cost == s.committed_cost + s.overage_cost + s.credit == D(900)
     [line] = [x for x in statements.lines(s) if x.kind == "credit"]
     assert (line.gpu_hours, line.rate, line.amount) == (1, D(-100), D(-100))
+
+
+def test_the_plan_advice_reads_the_availability_each_statement_measured(vision):
+    contract = signed(vision)
+    meter("vision", JAN, JANUARY_HOURS)
+    waited(JAN + timedelta(days=3), 40)
+    close(FEB + GRACE)
+    assert plans.measured_availability(contract) == [january(contract).availability]
 
 
 def test_a_team_at_its_base_quota_is_not_short_and_below_a_tier_costs_nothing_more(vision):
