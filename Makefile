@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 # every test module again, a fifth of `make quick`.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test quick install install-dev lint debian focus-validator bench-ingest bench-agent bench-dashboard \
+.PHONY: demo test quick install install-dev lint debian focus-validator bench-accounting bench-ingest bench-agent bench-dashboard \
 	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal bench-forecast
 
 $(BIN)/python:
@@ -117,6 +117,10 @@ bench-forecast: install-dev
 # The recommendation job over 1,000 contracts with a year of hourly rollups (PostgreSQL).
 bench-jobs: install-dev
 	$(BIN)/python bench/jobs.py
+
+# Slurm's accounting pass with the floor's waits, 10,000 and 100,000 jobs (PostgreSQL).
+bench-accounting: install-dev
+	$(BIN)/python bench/accounting.py
 
 # An hour of simulated fleet traffic under random faults; prints sent, stored, retried, lost.
 bench-soak: install-dev
