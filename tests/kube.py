@@ -153,6 +153,7 @@ class StandIn:
         self.pods: list[dict] = []
         self.requests: list[str] = []
         self.redirect_to: str | None = None
+        self.forbidden: set[str] = set()  # paths the service account may not list (RBAC)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -166,6 +167,9 @@ class StandIn:
                 if self.headers.get("Authorization") != f"Bearer {server.token}":
                     return self._answer(401, {"kind": "Status", "code": 401,
                                               "reason": "Unauthorized"})
+                if parts.path in server.forbidden:
+                    return self._answer(403, {"kind": "Status", "code": 403,
+                                              "reason": "Forbidden"})
                 if server.redirect_to:
                     self.send_response(302)
                     self.send_header("Location", server.redirect_to)

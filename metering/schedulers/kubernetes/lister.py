@@ -94,7 +94,10 @@ class Api:
                                   timeout=settings.KUBERNETES_API_TIMEOUT_SECONDS) as answer:
                 return json.loads(answer.read())
         except urllib.error.HTTPError as error:
-            raise KubernetesError(f"{self.name}: {path} answered {error.code}") from None
+            why = {401: ": the token was refused",
+                   403: ": the service account may not list it (get and list, as "
+                        "deploy/kubernetes/gpuloans-reader.yaml grants)"}.get(error.code, "")
+            raise KubernetesError(f"{self.name}: {path} answered {error.code}{why}") from None
         except (urllib.error.URLError, OSError, ValueError) as error:
             reason = getattr(error, "reason", error)
             raise KubernetesError(f"{self.name}: {path}: {reason}") from None

@@ -116,10 +116,17 @@ def test_the_token_is_read_from_a_file_and_a_wrong_one_is_said(cluster, api, tmp
     cluster.refresh_from_db()
     assert lister.list_once(cluster, now=T0).read == 0
     token.write_text("stale")
-    with pytest.raises(lister.KubernetesError, match="k8s: .*answered 401"):
+    with pytest.raises(lister.KubernetesError, match="k8s: .*answered 401: the token was refused"):
         lister.list_once(cluster, now=T0)
     token.unlink()
     with pytest.raises(lister.KubernetesError, match="cannot read the token file"):
+        lister.list_once(cluster, now=T0)
+
+
+def test_a_role_that_may_not_list_is_named(cluster, api):
+    api.forbidden = {kube.V1BETA1}
+    with pytest.raises(lister.KubernetesError,
+                       match="answered 403: the service account may not list it"):
         lister.list_once(cluster, now=T0)
 
 
