@@ -22,9 +22,6 @@ app.conf.beat_schedule = {
     "refresh-peaks": {"task": "metering.tasks.refresh_peaks", "schedule": 60.0},
     # Both do nothing unless SLURM_CLUSTER (and SLURM_APPLY_QUOTAS) are set.
     "import-slurm-usage": {"task": "metering.tasks.import_slurm_usage", "schedule": 900.0},
-    # Kubernetes clusters with an API address: their Workloads or pods, for the floor.
-    "list-kubernetes": {"task": "metering.tasks.list_kubernetes",
-                        "schedule": float(settings.KUBERNETES_LIST_SECONDS)},
     "apply-slurm-limits": {"task": "loans.tasks.apply_slurm_limits", "schedule": 300.0},
     "close-periods": {"task": "loans.tasks.close_periods", "schedule": crontab(minute=7)},
     "check-alerts": {"task": "loans.tasks.check_alerts", "schedule": 300.0},
@@ -35,6 +32,16 @@ app.conf.beat_schedule = {
     "purge-kept-files": {"task": "loans.tasks.purge_kept_files",
                          "schedule": crontab(minute=47)},
 }
+
+
+@app.on_after_configure.connect
+def _from_settings(sender, **_kwargs) -> None:
+    """Entries whose period is a setting, read once the settings are (not while this module is
+    imported: a settings module that imports config.settings would be read half-built)."""
+    # Kubernetes clusters with an API address: their Workloads or pods, for the floor.
+    sender.conf.beat_schedule["list-kubernetes"] = {
+        "task": "metering.tasks.list_kubernetes",
+        "schedule": float(settings.KUBERNETES_LIST_SECONDS)}
 
 
 @signals.task_success.connect
@@ -50,3 +57,4 @@ def _failed(sender=None, **_kwargs) -> None:
 @signals.task_retry.connect
 def _retried(sender=None, **_kwargs) -> None:
     metrics.job_runs.labels(sender.name, "retry").inc()
+

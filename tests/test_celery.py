@@ -96,3 +96,17 @@ def test_the_embedded_broker_carries_a_job_between_processes_with_no_server(tmp_
     # in the process's local zone.
     assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO celery\.apps\.worker \[-\] "
                      r"celery@\S+ ready", output, re.MULTILINE), output
+
+
+def test_a_settings_module_built_on_the_projects_loads_and_beat_reads_its_periods():
+    """bench.settings imports config.settings; the beat schedule read a setting while config
+    was imported, so such a module was read half-built (the ingestion bench failed)."""
+    code = ("import django; django.setup(); from config.celery import app; "
+            "app.loader.import_default_modules(); "
+            "print(app.conf.beat_schedule['list-kubernetes']['schedule'])")
+    env = {**os.environ, "DEBUG": "1", "DJANGO_SETTINGS_MODULE": "bench.settings",
+           "KUBERNETES_LIST_SECONDS": "30"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "30.0"
