@@ -239,7 +239,10 @@ def ingest_loop(args: tuple) -> tuple[int, list[float], int, int]:
         body = bodies.body(batch)
         batch += 1
         started = time.perf_counter()
-        accepted += ingest(node, wire.parse(body), now=datetime.now(UTC)).accepted
+        done = ingest(node, wire.parse(body), now=datetime.now(UTC))
+        if done.rejected and not done.accepted:
+            raise SystemExit(f"the in-process phase's batch was refused: {done.rejected[:1]}")
+        accepted += done.accepted
         latencies.append(time.perf_counter() - started)
     connection.close()
     return accepted, latencies, 0, batch - first
@@ -378,7 +381,10 @@ def main() -> None:
     if args.trigger != "product":
         replace_trigger(args.trigger)
     tokens = prepare(args.clients)
-    os.environ["RAW_RETENTION_DAYS"] = str(HISTORY_DAYS + 5)  # as the server's
+    # As the server's: the history is older than the default back-fill horizon, and samples
+    # past it are refused (the in-process phase then measured refusals, 0 samples/s).
+    os.environ["RAW_RETENTION_DAYS"] = str(HISTORY_DAYS + 5)
+    os.environ["BACKFILL_HORIZON_DAYS"] = str(HISTORY_DAYS + 5)
     in_process(DATABASE_URL)
     django.setup()  # for the in-process phase, before its processes fork; no connection yet
     gc.freeze()  # so that the collector in a forked process never copies the parent's heap
