@@ -14,7 +14,13 @@ def main() -> None:
     except ImproperlyConfigured as error:
         # A setting missing or wrong: one line naming it, not Django's traceback.
         sys.exit(f"gpuloans: {error}")
-    execute_from_command_line(sys.argv)
+    from core.audit import acting
+
+    # Django's own commands too (createsuperuser, changepassword, shell): their writes are the
+    # command's in the audit log. A server run from here serves each request as its person.
+    name = sys.argv[1] if len(sys.argv) > 1 else "help"
+    with acting(job=f"command {name}"):
+        execute_from_command_line(sys.argv)
 
 
 if __name__ == "__main__":

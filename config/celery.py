@@ -11,7 +11,7 @@ from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from core import metrics  # noqa: E402  (after the settings module is named)
+from core import audit, metrics  # noqa: E402  (after the settings module is named)
 
 app = Celery("gpuloans")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -58,3 +58,20 @@ def _failed(sender=None, **_kwargs) -> None:
 def _retried(sender=None, **_kwargs) -> None:
     metrics.job_runs.labels(sender.name, "retry").inc()
 
+
+# A task's writes are the job's in the audit log (core.audit), whoever queued it.
+_acting: dict[str, object] = {}
+
+
+@signals.task_prerun.connect
+def _acting_as_job(task_id=None, task=None, **_kwargs) -> None:
+    context = audit.acting(job=f"task {task.name}")
+    context.__enter__()
+    _acting[task_id] = context
+
+
+@signals.task_postrun.connect
+def _done_acting(task_id=None, **_kwargs) -> None:
+    context = _acting.pop(task_id, None)
+    if context is not None:
+        context.__exit__(None, None, None)

@@ -168,6 +168,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "loans",
     "metering",
+    "config.audit.AuditConfig",  # django-auditlog, with who acted (config.audit)
 ]
 
 MIDDLEWARE = [
@@ -192,7 +193,28 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # turns a locked-out login into its 429 page
+    "core.audit.AuditMiddleware",  # a request's writes are its person's in the audit log
 ]
+
+# The audit log (DESIGN's "Who logs in"): every model's saves and deletes, with before and
+# after, but for what is metered (samples, rollups, the accounting's jobs and waits, the GPUs the
+# agents report), the statements and their lines (immutable: each close is one entry naming what
+# it wrote), refusals, the outbox and the login throttle's own records.
+AUDITLOG_INCLUDE_ALL_MODELS = True
+AUDITLOG_EXCLUDE_TRACKING_MODELS = (
+    "auth.permission", "contenttypes", "sessions", "axes", "admin.logentry",
+    "loans.pendingtask", "loans.statement", "loans.correctionline", "loans.sharingline",
+    "loans.groupstatement", "metering.usagesample", "metering.tenanthour", "metering.gpuhour",
+    "metering.rawhorizon", "metering.slurmjob", "metering.slurmhour", "metering.jobwait",
+    "metering.devicerefusal", "metering.owner",
+)
+# Times the product keeps of its own reading (last use, last seen), not changes anyone made.
+AUDITLOG_EXCLUDE_TRACKING_FIELDS = ("last_login", "last_used_at", "last_seen_at", "updated_at")
+# Secrets are never written into the log, not even hashed.
+AUDITLOG_MASK_TRACKING_FIELDS = ("password", "token_hash")
+AUDITLOG_DISABLE_REMOTE_ADDR = False
+# Values are shown whole on the audit pages (a recommendation's message, a reason), not cut.
+AUDITLOG_CHANGE_DISPLAY_TRUNCATE_LENGTH = -1
 # Axes first: it refuses a locked-out login before any password is checked; then the account
 # ceiling (config/auth.py).
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",

@@ -15,6 +15,7 @@ from loans.api import sharing as api_sharing
 from loans.api import views as api
 from loans.web import advise as views_advise
 from loans.web import alerts as views_alerts
+from loans.web import audit as views_audit
 from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
 from loans.web import fleet as views_fleet
@@ -82,6 +83,9 @@ urlpatterns += i18n_patterns(
          name="password_change_done"),
     path("tenants/<slug:slug>/", views.tenant_page, name="tenant"),
     path("tenants/<slug:slug>/periods.csv", views.periods_csv, name="tenant-periods-csv"),
+    path("tenants/<slug:slug>/audit/", views_audit.tenant_audit_page, name="tenant-audit"),
+    path("tenants/<slug:slug>/audit.csv", views_audit.tenant_audit_csv,
+         name="tenant-audit-csv"),
     re_path(r"^tenants/(?P<slug>[-a-z0-9]+)/recommendations/(?P<pk>[0-9]{1,18})/"
             r"(?P<decision>accept|dismiss)/$", views.decide_recommendation,
             name="recommendation-decide"),
@@ -95,6 +99,8 @@ urlpatterns += i18n_patterns(
     path("fleet/", views_fleet.fleet_page, name="fleet"),
     path("fleet.csv", views_fleet.fleet_csv, name="fleet-csv"),
     path("alerts/", views_alerts.alerts_page, name="alerts"),
+    path("audit/", views_audit.audit_page, name="audit"),
+    path("audit.csv", views_audit.audit_csv, name="audit-csv"),
     path("tokens/", views_tokens.tokens_page, name="api-tokens"),
     path("tokens/<int:pk>/revoke/", views_tokens.revoke, name="api-token-revoke"),
     path("advise/", views_advise.operators_page, name="advise"),

@@ -134,6 +134,8 @@ READS = {
                                                  "the sharing group's figures.")),
     "read-group-members": (_operator, _("Only operators see every member's figures.")),
     "ask-advice": (_lead_or_operator, _("Only the tenant's leads ask this.")),
+    "read-audit": (_lead_or_operator, _("Only the tenant's leads and operators read its "
+                                        "audit log.")),
 }
 RULES = {**WRITES, **READS}
 

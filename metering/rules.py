@@ -5,6 +5,7 @@ own serializer (loans) nests these through metering.services."""
 from django.utils.translation import gettext as _
 from rest_framework import serializers
 
+from core import audit
 from metering.models import AttributionRule, Cluster, default_cluster
 
 
@@ -53,4 +54,5 @@ def rule_clashes(tenant, rules: list[dict]) -> str | None:
 def replace_rules(tenant, rules: list[dict]) -> None:
     """The tenant's rules become exactly these (inside the caller's transaction)."""
     AttributionRule.objects.filter(tenant=tenant).delete()
-    AttributionRule.objects.bulk_create(AttributionRule(tenant=tenant, **r) for r in rules)
+    audit.created(AttributionRule.objects.bulk_create(
+        AttributionRule(tenant=tenant, **r) for r in rules))

@@ -8,6 +8,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from rest_framework import authentication, exceptions, permissions
 
+from core import audit
 from core.bearer import bearer_token, hash_token
 from loans.models.tokens import API_TOKEN_PREFIX, LAST_USED_EVERY, ApiToken
 
@@ -37,6 +38,7 @@ class ApiTokenAuthentication(authentication.BaseAuthentication):
         last = record.last_used_at
         if last is None or (now - last).total_seconds() > LAST_USED_EVERY:
             ApiToken.objects.filter(pk=record.pk).update(last_used_at=now)
+        audit.note_token(record)  # its writes name the token and its owner
         return record.user, record
 
     def authenticate_header(self, request) -> str:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
+from core import audit
 from loans.maths import billing, guarantee
 from loans.maths.billing import Terms
 from loans.models.contract_checks import ContractChecks, differ
@@ -218,7 +219,12 @@ class Contract(ContractChecks, models.Model):
         if cancelled:
             # A contract cancelled before its start lends nothing: its sharing memberships are
             # kept, marked void (DESIGN "Sharing a commitment").
-            self.sharing.filter(voided_at__isnull=True).update(voided_at=timezone.now())
+            now = timezone.now()
+            voided = list(self.sharing.filter(voided_at__isnull=True))
+            self.sharing.filter(pk__in=[m.pk for m in voided]).update(voided_at=now)
+            for member in voided:
+                audit.changed(member, {"voided_at": None}, {"voided_at": now},
+                              tenant=self.tenant_id)
         self._remember_stored()
 
     @classmethod

@@ -40,6 +40,7 @@ ALLOWED = {
 
 def names() -> set[str]:
     """The words of every name the data holds: they are shown as written."""
+    from auditlog.models import LogEntry
     from axes.models import AccessLog
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group, Permission
@@ -58,7 +59,11 @@ def names() -> set[str]:
              *Permission.objects.values_list("name"),
              # Identifiers and what browsers sent, shown as they are.
              *Alert.objects.values_list("subject"),
-             *AccessLog.objects.values_list("user_agent", "path_info")]
+             *AccessLog.objects.values_list("user_agent", "path_info"),
+             # The audit log's objects and values, as they were written.
+             *LogEntry.objects.values_list("object_repr"),
+             *([str(v) for values in (changes or {}).values() for v in values]
+               for changes in LogEntry.objects.values_list("changes", flat=True))]
     for row in texts:
         for text in row:
             found.update(WORD.findall(text or ""))
@@ -109,6 +114,7 @@ def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     for path in ["/zh-hans/tenants/vision/", "/zh-hans/tenants/vision/?period=1",
                  "/zh-hans/tenants/vision/?period=all", "/zh-hans/tenants/vision/buy-vs-loan/",
                  "/zh-hans/accounts/password_change/", "/zh-hans/tokens/",
+                 "/zh-hans/tenants/vision/audit/",
                  "/zh-hans/no-such-page/"]:
         page.goto(live_server.url + path)
         page.wait_for_load_state("networkidle")
@@ -123,6 +129,7 @@ def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     log_in(page, live_server.url, "operator", "/zh-hans/fleet/")
     page.wait_for_url(re.compile(r"/zh-hans/fleet/"))
     paths = ["/zh-hans/fleet/", "/zh-hans/alerts/", "/zh-hans/alerts/?state=all",
+             "/zh-hans/audit/",
              "/zh-hans/advise/",
              "/zh-hans/admin/",
              f"/zh-hans/admin/loans/contract/{story.pk}/change/"]

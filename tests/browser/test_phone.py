@@ -44,6 +44,8 @@ def phone(browser):
                                            ("lead", "/zh-hans/tenants/vision/"),
                                            ("operator", "/en/advise/"),
                                            ("lead", "/zh-hans/tokens/"),
+                                           ("operator", "/en/audit/"),
+                                           ("lead", "/zh-hans/tenants/vision/audit/"),
                                            ("operator",
                                             "/zh-hans/admin/loans/contract/{contract}/change/")])
 def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator, contract,

@@ -162,6 +162,17 @@ TABLE = {
                                            "operator": 200}),
     "alerts": ("GET", "/en/alerts/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
                                       "operator": 200}),
+    # The audit log: operators every entry, a tenant's leads its own (not its members).
+    "audit": ("GET", "/en/audit/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
+                                    "operator": 200}),
+    "audit-csv": ("GET", "/en/audit.csv", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
+                                           "operator": 200}),
+    "tenant-audit": ("GET", "/en/tenants/vision/audit/",
+                     {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
+                      "operator": 200}),
+    "tenant-audit-csv": ("GET", "/en/tenants/vision/audit.csv",
+                         {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
+                          "operator": 200}),
     "advise": ("GET", "/en/advise/", {"*": 403, "anonymous": LOGIN, "agent": LOGIN,
                                       "operator": 200}),
     # Everyone's own API tokens; operators everyone's (tests/loans/web/test_tokens_page.py).

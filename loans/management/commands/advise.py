@@ -4,10 +4,11 @@ from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from core.admin_figures import written
+from core.audit import AuditedCommand
 from loans.models import Tenant
 from loans.services.advice.first_commitment import (
     FirstAdvice,
@@ -21,7 +22,7 @@ from loans.services.advice.history import HistoryError, read_history
 MAX_BYTES = 64 * 1024 * 1024
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("What to sign first, from a history of usage and no contract: the on-demand cost "
             "and each offered plan at its best commitment, with P10/P50/P90 of the total over "
             "a term, and the advice. The history is a CSV of ts,gpus (GPUs in use each hour) "

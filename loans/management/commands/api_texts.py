@@ -6,10 +6,10 @@ the file is current."""
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
 from django.utils import translation
 
 from core.api_docs import texts
+from core.audit import AuditedCommand
 
 TARGET = Path(settings.BASE_DIR) / "core" / "api_texts.py"
 HEADER = '''"""Every text of the API schema, for the translators: written by
@@ -35,7 +35,7 @@ def rendered(found: list[str]) -> str:
     return HEADER + "".join(f"    _({text!r}),\n" for text in found) + ")\n"
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Write core/api_texts.py from the English API schema."
 
     def handle(self, *args, **options):

@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans import schedulers
 from metering.usage.slurm import find_slurm_cluster
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Make each tenant's Slurm account carry its contract: GrpTRES=gres/gpu=<base quota "
         "plus the bursts granted now> on the account (its account rule's value); where no "

@@ -1,10 +1,10 @@
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans.services.alerts.conditions import evaluate_alerts
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Open an alert for each condition that holds now and resolve those that cleared "
             "(Celery beat runs this every five minutes). Safe to run again.")
 

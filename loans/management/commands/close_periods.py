@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.audit import AuditedCommand
 from loans.services.ledger.closing import close_due_periods
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Write the statement of every period that has ended and whose late-data grace has "
             "passed, with the corrections of earlier periods (Celery beat runs this hourly). "
             "Safe to run again: a period is stated once, a correction billed once.")

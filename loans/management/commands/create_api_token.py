@@ -1,14 +1,15 @@
 from datetime import timedelta
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans.models import ApiToken
 from loans.models.tokens import MAX_DAYS, Scope
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Issue an API token for a user and print it (shown once, stored hashed). An "
             "operator's token reads every tenant; a lead's only their own. A read token is "
             "refused every write.")

@@ -4,12 +4,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.audit import AuditedCommand
 from loans.access import OPERATORS
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Make a user an operator: staff, in the operators group (every permission of the "
             "product's models). Creates the user if missing and asks for a password, unless "
             "--no-password (set one later with changepassword).")

@@ -1,10 +1,10 @@
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans.services.bursts import process_queue
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Grant queued burst requests that fit the pool now, in order; expire those whose "
             "window passed (Celery beat runs this every minute). Safe to run again.")
 

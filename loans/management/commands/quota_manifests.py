@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans.models import Tenant
 from loans.schedulers.kubernetes.manifests import all_manifests
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Print every tenant's GPU quota (base plus the bursts granted now) as a Kubernetes "
             "ResourceQuota and a Kueue ClusterQueue, one YAML stream for kubectl apply -f -.")
 

@@ -1,12 +1,12 @@
 import time
 
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans.services.advice.standalone import refresh_recommendations
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Recommend commitments, quotas and plans for every active contract from its usage "
             "history (Celery beat runs this daily). Safe to run again.")
 

@@ -1,10 +1,11 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from loans.demo import DAYS, seed
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         f"Create the demo: tenants with leads, a plan catalogue, active contracts, nodes with GPUs "
         f"and {DAYS} days of hourly usage. Safe to run again: it adds only the hours since."

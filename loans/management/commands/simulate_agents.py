@@ -7,14 +7,15 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.audit import AuditedCommand
 from loans.demo import fleet_state, node_tokens, pools
 from metering.services import MAX_INTERVAL_S, MIN_INTERVAL_S
 from metering.usage import floor_hour
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Simulated agents for the demo: post the demo fleet's usage to a running gpuloans "
         "through agent protocol v1, one sample per GPU every interval. Issues new tokens for "

@@ -1,8 +1,9 @@
 import json
 
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.audit import AuditedCommand
 from loans.maths.billing import money
 from loans.models import Contract
 from loans.services.advice.what_if import MAX_PERIODS, what_if
@@ -19,7 +20,7 @@ def contract_ids(text: str) -> list[int]:
     return ids
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "What sharing a commitment would have saved: the contracts' last stated periods "
         "replayed from their stated figures as if they had been one sharing group (unused "

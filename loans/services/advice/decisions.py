@@ -4,6 +4,7 @@ value near it for 30 days, loans.services.advice.standalone)."""
 
 from datetime import datetime
 
+from core import audit
 from loans.models import Recommendation
 
 
@@ -12,6 +13,10 @@ def decide(recommendation: Recommendation, *, accept: bool, by, at: datetime) ->
     decided or replaced meanwhile. One conditional UPDATE, so two clicks, or a lead and the
     job, cannot both act on it."""
     state = Recommendation.State.ACCEPTED if accept else Recommendation.State.DISMISSED
-    return bool(Recommendation.objects.filter(
+    decided = bool(Recommendation.objects.filter(
         pk=recommendation.pk, state=Recommendation.State.OPEN).update(
         state=state, decided_at=at, decided_by=by))
+    if decided:
+        audit.changed(recommendation, {"state": Recommendation.State.OPEN, "decided_by": None},
+                      {"state": state, "decided_by": getattr(by, "username", by)})
+    return decided

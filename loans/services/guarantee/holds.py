@@ -13,6 +13,7 @@ from datetime import datetime
 
 from django.db import transaction
 
+from core import audit
 from loans.maths import admission
 from loans.models import Contract, ContractHold, policies_of
 from loans.services.ledger import read as ledgers
@@ -57,6 +58,7 @@ def note(now: datetime) -> Noted:
             end = period.start if period is not None and hold.since < period.start else now
             if end > hold.since:
                 ContractHold.objects.filter(pk=hold.pk).update(until=end)
+                audit.changed(hold, {"until": None}, {"until": end})
             else:
                 ContractHold.objects.filter(pk=hold.pk).delete()  # nothing was held yet
             closed += 1

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils.translation import gettext as _
 
+from core import audit
 from loans.maths import billing, guarantee
 from loans.maths.billing import Terms
 from loans.models import Amendment, Contract, Plan, Recommendation, Statement
@@ -145,11 +146,14 @@ def terminate(*, contract: Contract, reason: str, author=None, now: datetime) ->
             contract=contract, kind=Amendment.Kind.TERMINATION, from_period=current.index + 1,
             changes={"term_months": [str(count), str(current.index + 1)]},
             reason=reason.strip(), author=author, created_at=now)
+        before = {"term_months": contract.term_months, "ends_on": contract.ends_on,
+                  "window_end": contract.window_end}
         contract.term_months = current.index + 1
         contract._place()
-        Contract.objects.filter(pk=contract.pk).update(
-            term_months=contract.term_months, ends_on=contract.ends_on,
-            window_end=contract.window_end)
+        after = {"term_months": contract.term_months, "ends_on": contract.ends_on,
+                 "window_end": contract.window_end}
+        Contract.objects.filter(pk=contract.pk).update(**after)
+        audit.changed(contract, before, after, tenant=contract.tenant_id)
         bursts.clip_to_contract(contract, now)
         return amendment
 

@@ -19,6 +19,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from core import audit
 from loans.maths import billing
 from loans.models import Contract, CorrectionLine, GroupStatement, SharingLine, Statement
 from loans.services.ledger import read as ledgers
@@ -81,11 +82,17 @@ def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int
                 continue
             ledger = ledgers.read(member, now, groups)
             done, stated = _write_periods(member, ledger, now)
-            written += done
             if len(stated) == len(member.periods()):
-                written += _write_corrections_statement(member, now, groups)
+                done += _write_corrections_statement(member, now, groups)
                 if member.status == Contract.Status.ACTIVE:
                     Contract.objects.filter(pk=member.pk).update(status=Contract.Status.ENDED)
+                    audit.changed(member, {"status": member.status},
+                                  {"status": Contract.Status.ENDED}, tenant=member.tenant_id)
+            if done:  # statements are not logged row by row: one entry a close of a contract
+                audit.wrote(member, {"statements_written": (
+                    "", ", ".join(f"{s.number} {s.total_cost} {s.currency}" for s in done))},
+                    tenant=member.tenant_id)
+            written += done
         _write_group_statements(groups, written)
     return written, ids
 

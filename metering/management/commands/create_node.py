@@ -1,11 +1,12 @@
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from core.audit import AuditedCommand
 from metering.models import Cluster, tenant_model
 from metering.services import node_create, validation_message
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Register a GPU node and print its agent token (shown once, stored hashed)."
 
     def add_arguments(self, parser):

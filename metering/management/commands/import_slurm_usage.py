@@ -1,13 +1,14 @@
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from metering import schedulers
 from metering.management.commands.recount_rollups import moment
 from metering.usage.slurm import find_slurm_cluster
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Import what Slurm accounting (sacct, from slurmdbd) says each job held: GPU-hours per "
         "account, user and hour, kept beside the agents' meter for the cluster; and the jobs "

@@ -1,11 +1,12 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from metering.models import Cluster
 from metering.schedulers.kubernetes import lister
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Read the waiting work of every Kubernetes cluster with an API address (or one named): "
         "Kueue's Workloads, or pods, kept as the floor's waits. Beat does it every "

@@ -1,12 +1,13 @@
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from metering.intake.ingest import forget_gpus
 from metering.models import Gpu, Node
 from metering.services import gpu_move
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = ("Move a GPU (with its MIG instances and replicas) to another node, into another "
             "cluster too: the one way a GPU changes cluster. The node that reported it keeps "
             "its hours.")

@@ -1,10 +1,10 @@
-from django.core.management.base import BaseCommand
 from django.utils import timezone
 
+from core.audit import AuditedCommand
 from metering.retention import purge_raw_samples
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = "Forget raw samples older than RAW_RETENTION_DAYS (rollups are kept forever)."
 
     def handle(self, *args, **options):

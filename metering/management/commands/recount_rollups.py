@@ -1,9 +1,10 @@
 from datetime import datetime, timedelta
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from core.audit import AuditedCommand
 from metering.recount import rebuild_rollups
 from metering.usage import floor_hour
 
@@ -18,7 +19,7 @@ def moment(raw: str, name: str) -> datetime:
     return value if timezone.is_aware(value) else timezone.make_aware(value)
 
 
-class Command(BaseCommand):
+class Command(AuditedCommand):
     help = (
         "Rebuild hourly rollups from the raw samples, a day at a time (after a manual fix or a "
         "restore). Only hours whose raw samples are still retained are recounted; earlier hours "
