@@ -22,6 +22,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import authenticate
+from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
 from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import PasswordChangeView
@@ -84,6 +85,20 @@ class AccountCeilingBackend:
         raise PermissionDenied  # it never logs anyone in, so it has no get_user
 
 
+class LocalPasswordBackend(ModelBackend):
+    """Django's password check, for the usernames LOCAL_LOGIN_USERS names where it names any
+    (break-glass operators, when everyone else signs in with the organisation's identity); a
+    refused name fails like a wrong password, and is counted by the throttles alike."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        allowed = settings.LOCAL_LOGIN_USERS
+        if allowed and username_of(request, {"username": username}) not in allowed:
+            if request is not None:
+                request.local_login_refused = True
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)
+
+
 def _known_address(username: str, address: str) -> bool:
     """Whether this address logged in to this account in the last KNOWN_DAYS."""
     from axes.models import AccessLog
@@ -107,6 +122,10 @@ class SlowedAuthenticationForm(AuthenticationForm):
                     "This account had too many failed logins in the last hour; only one try "
                     "every %(seconds)s seconds is checked. Wait a moment and try again."),
                     code="slowed", params={"seconds": seconds}) from None
+            if getattr(self.request, "local_login_refused", False):
+                raise ValidationError(_(
+                    "Passwords here are only for the named break-glass operators; sign in "
+                    "with your organisation's account."), code="local_refused") from None
             raise
 
 

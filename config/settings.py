@@ -7,6 +7,7 @@ Redis. A malformed value stops the process at start-up with a message naming the
 
 import ipaddress
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -208,6 +209,8 @@ AUDITLOG_EXCLUDE_TRACKING_MODELS = (
     "metering.rawhorizon", "metering.slurmjob", "metering.slurmhour", "metering.jobwait",
     "metering.devicerefusal", "metering.owner",
 )
+# Who is made an operator: a user's groups are logged as they change.
+AUDITLOG_INCLUDE_TRACKING_MODELS = ({"model": "auth.user", "m2m_fields": ["groups"]},)
 # Times the product keeps of its own reading (last use, last seen), not changes anyone made.
 AUDITLOG_EXCLUDE_TRACKING_FIELDS = ("last_login", "last_used_at", "last_seen_at", "updated_at")
 # Secrets are never written into the log, not even hashed.
@@ -219,7 +222,22 @@ AUDITLOG_CHANGE_DISPLAY_TRUNCATE_LENGTH = -1
 # ceiling (config/auth.py).
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend",
                            "config.auth.AccountCeilingBackend",
-                           "django.contrib.auth.backends.ModelBackend"]
+                           "config.auth.LocalPasswordBackend"]
+
+# Who logs in (DESIGN): local passwords only for these usernames where any are named (the
+# break-glass operators, when everyone else signs in with the organisation's identity).
+LOCAL_LOGIN_USERS = env_list("LOCAL_LOGIN_USERS", [])
+# The directory's groups to tenants and roles, or the operators group, for single sign-on and
+# LDAP (loans.services.identity.directory): "gpu-vision-leads=vision:lead; gpu-ops=operators".
+DIRECTORY_GROUP_ROLES = env_map("DIRECTORY_GROUP_ROLES", {})
+for _group, _target in DIRECTORY_GROUP_ROLES.items():
+    if not re.fullmatch(r"operators|[a-z0-9][a-z0-9_-]*:(lead|member)", _target):
+        raise ImproperlyConfigured(
+            f"DIRECTORY_GROUP_ROLES: {_group}={_target} maps to neither TENANT:lead, "
+            "TENANT:member nor operators.")
+# A login lasts at most this long, then the person signs in again (and the directory's groups
+# are read again).
+SESSION_COOKIE_AGE = env_int("SESSION_MAX_AGE_HOURS", 12, minimum=1) * 3600
 
 ROOT_URLCONF = "config.urls"
 WSGI_APPLICATION = "config.wsgi.application"

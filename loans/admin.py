@@ -20,6 +20,7 @@ from loans.models import (
     BurstEvent,
     BurstRequest,
     Contract,
+    DirectoryAccount,
     Membership,
     OveragePolicy,
     PendingTask,
@@ -62,8 +63,8 @@ class TenantAdmin(FiguresAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(FiguresAdmin):
-    list_display = ["user", "tenant", "role"]
-    list_filter = ["role", "tenant"]
+    list_display = ["user", "tenant", "role", "from_directory"]
+    list_filter = ["role", "from_directory", "tenant"]
     search_fields = ["user__username", "user__email", "tenant__slug", "tenant__name"]
     autocomplete_fields = ["user", "tenant"]
 
@@ -373,6 +374,17 @@ class BurstRequestAdmin(FiguresAdmin):
     @admin.action(description=_("Revoke the grant"))
     def revoke(self, request, queryset) -> None:
         self._decide(request, queryset, "revoke")
+
+
+@admin.register(DirectoryAccount)
+class DirectoryAccountAdmin(ReadOnlyAdmin):
+    """Who signed in with the organisation's identity, and what its groups gave (kept by the
+    sign-ins, not edited here)."""
+
+    list_display = ["user", "source", "subject", "operator_from_directory", "seen_at"]
+    list_filter = ["source", "operator_from_directory"]
+    search_fields = ["user__username", "subject"]
+    list_select_related = ["user"]
 
 
 @admin.register(ApiToken)

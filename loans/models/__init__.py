@@ -18,6 +18,7 @@ from loans.models.fields import (
     validate_time_zone,
 )
 from loans.models.guarantee import ContractHold
+from loans.models.identity import DirectoryAccount
 from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
@@ -28,6 +29,7 @@ from loans.models.tenants import Membership, Tenant
 from loans.models.tokens import ApiToken
 
 __all__ = [
+    "DirectoryAccount",
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
     "BurstRequest", "Contract", "ContractHold", "CorrectionLine", "Membership", "OveragePolicy",
     "PendingTask",

@@ -56,6 +56,11 @@ class Membership(models.Model):
         Tenant, verbose_name=_("tenant"), on_delete=models.CASCADE, related_name="memberships",
     )
     role = models.CharField(_("role"), max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # Granted by the directory's groups (loans.services.identity.directory), which adds and
+    # removes only these; one an operator made by hand is never touched by a sign-in.
+    from_directory = models.BooleanField(
+        _("from the directory"), default=False, editable=False,
+        help_text=_("Granted by the single sign-on or LDAP groups, and removed with them."))
 
     class Meta:
         verbose_name = _("membership")

@@ -33,6 +33,8 @@ ALLOWED = {
     "namespace", "pod", "container",
     # Kinds of Kubernetes and Kueue objects, named as the API names them; a URL's scheme.
     "Kueue", "Pod", "Workload", "ResourceQuota", "ClusterQueue", "Secret", "CA", "https",
+    # Sign-in protocols and their terms, named as their standards name them.
+    "OpenID", "Connect", "OIDC", "DN",
     # Columns of the history files the advice reads, typed as they are (ts,gpus; sacct's).
     "ts", "gpus", "sacct", "JobID", "Account", "User", "Start", "End", "AllocTRES",
 }

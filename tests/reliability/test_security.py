@@ -556,3 +556,25 @@ def test_the_owner_from_an_address_that_logged_in_before_is_not_crowded_out(db, 
             "/en/accounts/login/", {"username": "lead", "password": PASSWORD})
         assert "only one try every 30 seconds is checked" in stranger.content.decode()
 
+
+
+def test_local_passwords_can_be_limited_to_break_glass_operators(db, settings):
+    """LOCAL_LOGIN_USERS: everyone else is told to use the organisation's sign-in, and the
+    refusal counts towards the throttle like a wrong password."""
+    settings.LOCAL_LOGIN_USERS = ["ops-breakglass"]
+    settings.AXES_FAILURE_LIMIT = 3
+    make_user("ops-breakglass")
+    make_user("lead")
+    refused = Client().post("/en/accounts/login/", {"username": "lead", "password": PASSWORD})
+    assert refused.status_code == 200
+    assert "only for the named break-glass operators" in refused.content.decode()
+    assert Client().post("/en/accounts/login/", {"username": "ops-breakglass",
+                                                 "password": PASSWORD}).status_code == 302
+    attacker = Client()
+    for _ in range(3):
+        attacker.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD})
+    assert attacker.post("/en/accounts/login/", {"username": "lead", "password": PASSWORD}
+                         ).status_code == 429
+    settings.LOCAL_LOGIN_USERS = []
+    assert Client(REMOTE_ADDR="203.0.113.5").post(
+        "/en/accounts/login/", {"username": "lead", "password": PASSWORD}).status_code == 302
