@@ -125,3 +125,26 @@ def test_secrets_are_masked_and_metered_rows_are_not_logged(operator, tenant):
     tenant.name = tenant.name  # saved unchanged: nothing to log
     tenant.save()
     assert LogEntry.objects.count() == before
+
+
+def test_who_was_made_an_operator_is_logged(client, operator, lead):
+    from django.contrib.auth.models import Group, User
+
+    from core.roles import OPERATORS
+
+    group, _created = Group.objects.get_or_create(name=OPERATORS)
+    lead.groups.add(group)
+    [entry] = of(User, object_pk=str(lead.pk), changes__has_key="groups")
+    assert entry.changes["groups"]["objects"] == [str(group)]
+    assert entry.changes["groups"]["operation"] == "add"
+
+
+def test_a_password_is_never_in_the_log(db):
+    from django.contrib.auth.models import User
+
+    from tests.conftest import make_user
+
+    user = make_user("newcomer")
+    [entry] = of(User, object_pk=str(user.pk))
+    assert user.password not in str(entry.changes)
+    assert "last_login" not in entry.changes
