@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 # every test module again, a fifth of `make quick`.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test quick install install-dev lint debian focus-validator bench-accounting bench-ingest bench-agent bench-dashboard \
+.PHONY: demo test quick install install-dev lint debian focus-validator oidc-provider bench-accounting bench-ingest bench-agent bench-dashboard \
 	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal bench-forecast
 
 $(BIN)/python:
@@ -54,11 +54,18 @@ NGINX := /usr/sbin/nginx
 focus-validator:
 	./scripts/focus-validate --install
 
+# The OpenID Connect provider the single sign-on tests sign in with (tests/oidc, on Node).
+oidc-provider: tests/oidc/node_modules/.installed
+tests/oidc/node_modules/.installed: tests/oidc/package.json tests/oidc/package-lock.json
+	cd tests/oidc && npm ci --no-audit --no-fund --silent
+	touch $@
+
 debian:
 	@missing=""; test -x $(CHROMIUM) || missing="chromium"; \
 	test -x $(NGINX) || missing="$$missing nginx"; \
 	test -x /usr/sbin/slurmctld || missing="$$missing slurm-wlm"; \
 	test -x /usr/sbin/slurmdbd || missing="$$missing slurmdbd"; \
+	command -v node >/dev/null || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
@@ -70,7 +77,7 @@ debian:
 # Each pass runs on WORKERS processes (pytest-xdist; one a core here), a module's tests on one
 # worker (its Slurm or server starts once); the few tests that must have the machine to
 # themselves (the `serial` tier) run alone after the PostgreSQL pass.
-test: lint debian focus-validator
+test: lint debian focus-validator oidc-provider
 	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci \
 	  -n $(WORKERS) --dist loadfile -m "not serial"
 	DEBUG=1 DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/pytest --hypothesis-profile=ci -m serial

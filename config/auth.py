@@ -25,7 +25,7 @@ from django.contrib.auth import authenticate
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.forms import AuthenticationForm, PasswordChangeForm
 from django.contrib.auth.signals import user_login_failed
-from django.contrib.auth.views import PasswordChangeView
+from django.contrib.auth.views import LoginView, PasswordChangeView
 from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.dispatch import receiver
@@ -154,3 +154,17 @@ class ThrottledPasswordChangeView(PasswordChangeView):
 
     def get_form_kwargs(self) -> dict:
         return {**super().get_form_kwargs(), "request": self.request}
+
+
+class SignInView(LoginView):
+    """The login page: the single sign-on's button where it is configured, and a word when
+    the provider's answer did not sign the person in."""
+
+    authentication_form = SlowedAuthenticationForm
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        configured = bool(settings.OIDC_RP_CLIENT_ID)
+        context["sso_name"] = settings.OIDC_PROVIDER_NAME if configured else None
+        context["sso_failed"] = configured and self.request.GET.get("sso") == "failed"
+        return context

@@ -235,6 +235,33 @@ for _group, _target in DIRECTORY_GROUP_ROLES.items():
         raise ImproperlyConfigured(
             f"DIRECTORY_GROUP_ROLES: {_group}={_target} maps to neither TENANT:lead, "
             "TENANT:member nor operators.")
+# OpenID Connect single sign-on (mozilla-django-oidc, loans.services.identity.oidc), on when a
+# client id is set; the provider's endpoints as its discovery document names them.
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_ENDPOINT")
+OIDC_RP_SIGN_ALGO = env_str("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_SCOPES", "openid email profile groups")
+# The claim that lists a person's groups (names, or object ids as Microsoft Entra ID sends).
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
+# What the login page calls the button ("Sign in with Keycloak").
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "")
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+if OIDC_RP_CLIENT_ID:
+    _missing = [name for name, value in (
+        ("OIDC_CLIENT_SECRET", OIDC_RP_CLIENT_SECRET),
+        ("OIDC_AUTHORIZATION_ENDPOINT", OIDC_OP_AUTHORIZATION_ENDPOINT),
+        ("OIDC_TOKEN_ENDPOINT", OIDC_OP_TOKEN_ENDPOINT),
+        ("OIDC_USERINFO_ENDPOINT", OIDC_OP_USER_ENDPOINT),
+        ("OIDC_JWKS_ENDPOINT", OIDC_OP_JWKS_ENDPOINT)) if not value]
+    if _missing:
+        raise ImproperlyConfigured("OIDC_CLIENT_ID is set, so single sign-on needs "
+                                   + ", ".join(_missing) + " too.")
+    AUTHENTICATION_BACKENDS.append("loans.services.identity.oidc.Backend")
 # A login lasts at most this long, then the person signs in again (and the directory's groups
 # are read again).
 SESSION_COOKIE_AGE = env_int("SESSION_MAX_AGE_HOURS", 12, minimum=1) * 3600

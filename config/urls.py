@@ -6,7 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from config import metrics
-from config.auth import SlowedAuthenticationForm, ThrottledPasswordChangeView
+from config.auth import SignInView, ThrottledPasswordChangeView
 from loans.api import bursts as api_bursts
 from loans.api import buy as api_buy
 from loans.api import ledger as api_ledger
@@ -21,6 +21,7 @@ from loans.web import buy as views_buy
 from loans.web import fleet as views_fleet
 from loans.web import heatmap, views
 from loans.web import overage as views_overage
+from loans.web import sso as views_sso
 from loans.web import tokens as views_tokens
 from metering.intake import api as metering_api
 from metering.viewsets import ClusterViewSet, NodeViewSet, ReattributionViewSet
@@ -72,10 +73,15 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"),
          name="api-docs"),
 ]
+# Single sign-on (OpenID Connect), where configured: outside the language prefix, so the one
+# address the provider returns to is the same whatever language the login page was read in.
+urlpatterns += [
+    path("sso/", views_sso.start, name="oidc_authentication_init"),
+    path("sso/callback/", views_sso.callback, name="oidc_authentication_callback"),
+]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),
-    path("accounts/login/", auth_views.LoginView.as_view(
-        authentication_form=SlowedAuthenticationForm), name="login"),
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password/", ThrottledPasswordChangeView.as_view(),
          name="password_change"),

@@ -132,6 +132,10 @@ TABLE = {
     "home": ("GET", "/en/", {"*": LOGIN, "member": BACK, "outsider": (302, "/en/tenants/speech/"),
                              "lead": BACK, "staff": 200, "operator": (302, "/en/fleet/")}),
     "login": ("GET", "/en/accounts/login/", {"*": 200}),
+    # Single sign-on is not configured here: its pages are not there for anyone
+    # (tests/browser/test_single_sign_on.py signs in through a provider).
+    "oidc_authentication_init": ("GET", "/sso/", {"*": 404}),
+    "oidc_authentication_callback": ("GET", "/sso/callback/?code=x&state=y", {"*": 404}),
     "logout": ("POST", "/en/accounts/logout/", {"*": LOGIN}),
     "password_change": ("GET", "/en/accounts/password/", {"*": 200, "anonymous": LOGIN,
                                                           "agent": LOGIN}),

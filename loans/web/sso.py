@@ -1,0 +1,33 @@
+"""The single sign-on's two pages: the start (off to the provider) and the provider's answer.
+They are mozilla-django-oidc's views, answering 404 where single sign-on is not configured,
+and a page that says so, not a server error, when the provider cannot be reached."""
+
+import logging
+
+import requests
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
+
+log = logging.getLogger(__name__)
+
+
+def _configured() -> None:
+    if not settings.OIDC_RP_CLIENT_ID:
+        raise Http404("Single sign-on is not configured.")
+
+
+def start(request: HttpRequest) -> HttpResponse:
+    _configured()
+    return OIDCAuthenticationRequestView.as_view()(request)
+
+
+def callback(request: HttpRequest) -> HttpResponse:
+    _configured()
+    try:
+        return OIDCAuthenticationCallbackView.as_view()(request)
+    except (requests.RequestException, ValueError) as error:
+        log.warning("single sign-on: the provider could not be reached: %s", error)
+        return render(request, "registration/sso_unreachable.html", {
+            "provider": settings.OIDC_PROVIDER_NAME}, status=503)
