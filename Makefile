@@ -18,7 +18,7 @@ CHROMIUM := /usr/bin/chromium
 # every test module again, a fifth of `make quick`.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test quick install install-dev lint debian focus-validator oidc-provider bench-accounting bench-ingest bench-agent bench-dashboard \
+.PHONY: demo test quick install install-dev ldap-headers lint debian focus-validator oidc-provider bench-accounting bench-ingest bench-agent bench-dashboard \
 	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal bench-forecast
 
 $(BIN)/python:
@@ -34,7 +34,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml agent/pyproject.toml | $(BIN)/python
+# python-ldap (the LDAP tests' and LDAP logins') builds against Debian's LDAP and SASL headers.
+ldap-headers:
+	@dpkg -s libldap2-dev libsasl2-dev >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libldap2-dev libsasl2-dev; }
+
+$(VENV)/.installed-dev: pyproject.toml agent/pyproject.toml | $(BIN)/python ldap-headers
 	$(BIN)/pip install --quiet -e '.[dev]' -e './agent[kubelet]'
 	touch $@ $(VENV)/.installed
 
@@ -66,6 +71,8 @@ debian:
 	test -x /usr/sbin/slurmctld || missing="$$missing slurm-wlm"; \
 	test -x /usr/sbin/slurmdbd || missing="$$missing slurmdbd"; \
 	command -v node >/dev/null || missing="$$missing nodejs npm"; \
+	test -x /usr/sbin/slapd || missing="$$missing slapd"; \
+	command -v ldapadd >/dev/null || missing="$$missing ldap-utils"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 

@@ -27,6 +27,8 @@ app.conf.beat_schedule = {
     "check-alerts": {"task": "loans.tasks.check_alerts", "schedule": 300.0},
     "grant-bursts": {"task": "loans.tasks.grant_bursts", "schedule": 60.0},
     "note-holds": {"task": "loans.tasks.note_holds", "schedule": 60.0},
+    # Does nothing unless LDAP_SERVER_URI is set.
+    "sync-directory": {"task": "loans.tasks.sync_directory", "schedule": crontab(minute=27)},
     "flush-outbox": {"task": "loans.tasks.flush_outbox", "schedule": 60.0},
     "recommend": {"task": "loans.tasks.recommend", "schedule": crontab(minute=37, hour=2)},
     "purge-kept-files": {"task": "loans.tasks.purge_kept_files",

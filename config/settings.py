@@ -262,6 +262,33 @@ if OIDC_RP_CLIENT_ID:
         raise ImproperlyConfigured("OIDC_CLIENT_ID is set, so single sign-on needs "
                                    + ", ".join(_missing) + " too.")
     AUTHENTICATION_BACKENDS.append("loans.services.identity.oidc.Backend")
+# LDAP logins (django-auth-ldap, loans.services.identity.ldap), on when a server is named: the
+# person binds with their own password, found by LDAP_USER_FILTER under LDAP_USER_BASE; their
+# groups are the groupOfNames under LDAP_GROUP_BASE that list them, by name (cn).
+LDAP_SERVER_URI = env_str("LDAP_SERVER_URI")
+if LDAP_SERVER_URI:
+    try:
+        import ldap
+        from django_auth_ldap.config import GroupOfNamesType, LDAPSearch
+    except ImportError:
+        raise ImproperlyConfigured("LDAP_SERVER_URI is set but django-auth-ldap is not "
+                                   "installed: pip install '.[ldap]'.") from None
+
+    AUTH_LDAP_SERVER_URI = LDAP_SERVER_URI
+    AUTH_LDAP_BIND_DN = env_str("LDAP_BIND_DN")
+    AUTH_LDAP_BIND_PASSWORD = env_str("LDAP_BIND_PASSWORD")
+    AUTH_LDAP_START_TLS = env_bool("LDAP_START_TLS", False)
+    AUTH_LDAP_USER_SEARCH = LDAPSearch(env_str("LDAP_USER_BASE"), ldap.SCOPE_SUBTREE,
+                                       env_str("LDAP_USER_FILTER", "(uid=%(user)s)"))
+    AUTH_LDAP_GROUP_SEARCH = LDAPSearch(env_str("LDAP_GROUP_BASE"), ldap.SCOPE_SUBTREE,
+                                        env_str("LDAP_GROUP_FILTER", "(objectClass=groupOfNames)"))
+    AUTH_LDAP_GROUP_TYPE = GroupOfNamesType()
+    AUTH_LDAP_USER_ATTR_MAP = {"email": "mail", "first_name": "givenName", "last_name": "sn"}
+    AUTH_LDAP_CONNECTION_OPTIONS = {ldap.OPT_NETWORK_TIMEOUT: 10}
+    if not (env_str("LDAP_USER_BASE") and env_str("LDAP_GROUP_BASE")):
+        raise ImproperlyConfigured("LDAP_SERVER_URI is set, so LDAP logins need LDAP_USER_BASE "
+                                   "and LDAP_GROUP_BASE too.")
+    AUTHENTICATION_BACKENDS.append("loans.services.identity.ldap.Backend")
 # A login lasts at most this long, then the person signs in again (and the directory's groups
 # are read again).
 SESSION_COOKIE_AGE = env_int("SESSION_MAX_AGE_HOURS", 12, minimum=1) * 3600

@@ -13,7 +13,7 @@ Imports no app of this project: the entries are auditlog's own model.
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.management.base import BaseCommand
@@ -24,7 +24,6 @@ class Acting:
     request: Any = None  # the Django request; its user is read when an entry is written
     token: Any = None  # the API token a request authenticated with
     job: str = ""  # "task loans.tasks.close_periods", "command close_periods"
-    extra: dict = field(default_factory=dict)
 
     def user(self):
         if self.token is not None:

@@ -57,6 +57,20 @@ def note_holds() -> str:
 
 
 @shared_task(**RETRY)
+def sync_directory() -> str:
+    """The LDAP directory's people and groups read again (hourly, from beat): memberships
+    follow the groups, people the directory no longer holds are deactivated with their tokens.
+    Nothing to do unless LDAP_SERVER_URI is set."""
+    if not settings.LDAP_SERVER_URI:
+        return "LDAP is not configured"
+    from loans.services.identity import ldap as directory_ldap  # noqa: PLC0415 - needs python-ldap
+
+    done = directory_ldap.sync(timezone.now())
+    return (f"{done.people} people read, {done.changed} with changed memberships, "
+            f"{done.forgotten} no longer in the directory")
+
+
+@shared_task(**RETRY)
 def purge_kept_files() -> str:
     """Delete the advice files refused forms kept past their hour (hourly, from beat)."""
     return f"{kept_files.purge()} kept files deleted"

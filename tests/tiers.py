@@ -24,6 +24,7 @@ PARTS = {
     "browser": "browser", "page": "browser",
     "slurm": "slurm",
     "server": "server", "live_server": "server", "static_root": "server",
+    "slapd": "server",  # a real LDAP directory (tests/ldap.py)
 }
 # Modules whose tests start processes of their own (Celery workers, nginx, gunicorn, the agent
 # as a process, grpc's compiler) or fuzz the whole API.

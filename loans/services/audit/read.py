@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from auditlog.models import LogEntry
+from auditlog.registry import auditlog
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
@@ -30,11 +31,11 @@ class Filters:
 
 
 def kinds() -> list[tuple[int, str]]:
-    """The kinds of object the log holds entries of, by name."""
-    ids = LogEntry.objects.values_list("content_type", flat=True).distinct()
-    types = ContentType.objects.filter(pk__in=list(ids))
-    return sorted(((t.pk, str(t.model_class()._meta.verbose_name) if t.model_class() else t.model)
-                   for t in types), key=lambda pair: pair[1])
+    """The kinds of object the log keeps, by name (from what it tracks: no scan of the log)."""
+    models = [m for m in auditlog.get_models() if not m._meta.auto_created]
+    types = ContentType.objects.get_for_models(*models)
+    return sorted(((types[m].pk, str(m._meta.verbose_name)) for m in models),
+                  key=lambda pair: pair[1])
 
 
 def entries(filters: Filters) -> QuerySet:
