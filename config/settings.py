@@ -195,6 +195,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # turns a locked-out login into its 429 page
     "core.audit.AuditMiddleware",  # a request's writes are its person's in the audit log
+    "loans.web.sso.RefreshMiddleware",  # single sign-on's groups read again now and then
 ]
 
 # The audit log (DESIGN's "Who logs in"): every model's saves and deletes, with before and
@@ -250,6 +251,10 @@ OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", "groups")
 # What the login page calls the button ("Sign in with Keycloak").
 OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "")
 OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_SECONDS", 10, minimum=1)
+# A single sign-on's groups are read again (the person sent to the provider without a prompt)
+# this often; the API, static files and the sign-on's own pages are never interrupted.
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env_int("OIDC_REFRESH_MINUTES", 15, minimum=1) * 60
+OIDC_EXEMPT_URLS = [re.compile(r"^/(api|static|sso|metrics)/")]
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
 if OIDC_RP_CLIENT_ID:
     _missing = [name for name, value in (

@@ -78,6 +78,8 @@ urlpatterns = [
 urlpatterns += [
     path("sso/", views_sso.start, name="oidc_authentication_init"),
     path("sso/callback/", views_sso.callback, name="oidc_authentication_callback"),
+    # The name mozilla-django-oidc's session refresh leaves alone; the login's own log-out.
+    path("sso/logout/", auth_views.LogoutView.as_view(), name="oidc_logout"),
 ]
 urlpatterns += i18n_patterns(
     path("", views.home, name="home"),

@@ -117,3 +117,18 @@ def test_the_login_page_offers_single_sign_on_only_where_it_is_configured(
     page.goto(f"{live_server.url}/en/accounts/login/")
     assert page.locator("#sso").count() == 0
     assert page.goto(f"{live_server.url}/sso/").status == 404
+
+
+def test_a_group_removed_at_the_provider_is_applied_at_the_session_refresh(
+        live_server, page, provider, settings, db):
+    Tenant.objects.create(slug="vision", name="Vision Lab")
+    settings.OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = 2
+    provider.set({"ada": {"email": "ada@example.org", "groups": ["gpu-vision-leads"]}})
+    sign_in(page, live_server.url, "ada")
+    assert Membership.objects.filter(user__username="ada").exists()
+    provider.set({"ada": {"email": "ada@example.org", "groups": []}})
+    time.sleep(2.5)
+    page.goto(f"{live_server.url}/en/")  # past it: to the provider and back, no prompt
+    page.wait_for_load_state("networkidle")
+    assert not Membership.objects.filter(user__username="ada").exists()
+    assert "/tenants/vision/" not in page.url

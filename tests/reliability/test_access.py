@@ -136,6 +136,7 @@ TABLE = {
     # (tests/browser/test_single_sign_on.py signs in through a provider).
     "oidc_authentication_init": ("GET", "/sso/", {"*": 404}),
     "oidc_authentication_callback": ("GET", "/sso/callback/?code=x&state=y", {"*": 404}),
+    "oidc_logout": ("POST", "/sso/logout/", {"*": LOGIN}),
     "logout": ("POST", "/en/accounts/logout/", {"*": LOGIN}),
     "password_change": ("GET", "/en/accounts/password/", {"*": 200, "anonymous": LOGIN,
                                                           "agent": LOGIN}),
