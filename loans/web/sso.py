@@ -1,6 +1,7 @@
-"""The single sign-on's two pages: the start (off to the provider) and the provider's answer.
-They are mozilla-django-oidc's views, answering 404 where single sign-on is not configured,
-and a page that says so, not a server error, when the provider cannot be reached."""
+"""The single sign-on's two pages, the start (off to the provider) and the provider's answer,
+and the middleware that sends a signed-in person back to it now and then. They are
+mozilla-django-oidc's, answering 404 where single sign-on is not configured, and a page that
+says so, not a server error, when the provider cannot be reached."""
 
 import logging
 
