@@ -42,7 +42,7 @@ def guarantee_conditions(now: datetime, contracts: list[Contract]) -> list[Condi
             "guarantee": f"{floor.guarantee_pct.normalize():f}%",
             "hours": f"{floor.short_gpu_hours:,.1f}", "job": w.job, "gpus": w.gpus,
             "at": w.start.astimezone(contract.zone).strftime("%Y-%m-%d %H:%M"),
-            "credit": f"{-seen.credit:,.2f}", "currency": contract.terms_at(now).currency}
+            "credit": f"{-seen.credit:,.2f}", "currency": seen.currency}
         out.append(Condition(
             Alert.Kind.GUARANTEE_AT_RISK,
             f"floor:contract:{contract.pk}:period:{period.index + 1}",

@@ -32,6 +32,8 @@ class FleetFloor:
     floor: measure.Floor
     credit: Decimal  # the service credit the period would earn at its availability so far
     pool: PoolAt | None  # where it was short: its pool when its longest wait began
+    currency: str  # the period's terms'
+
 
 
 def floors(contracts: list[Contract], now: datetime) -> dict[int, FleetFloor]:
@@ -61,5 +63,5 @@ def floors(contracts: list[Contract], now: datetime) -> dict[int, FleetFloor]:
                 g for rows in guaranteed.values() for g in rows]
             pool = PoolAt(model, at, sum(base for a, b, base in owed if a <= at < b),
                           physical[contract.pk])
-        out[contract.pk] = FleetFloor(floor, credit, pool)
+        out[contract.pk] = FleetFloor(floor, credit, pool, in_force.currency)
     return out
