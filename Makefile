@@ -124,7 +124,8 @@ bench-trigger: install-dev
 bench-backtest: install-dev
 	$(BIN)/python bench/backtest.py
 
-# The burn-down forecast's band, replayed on public GPU usage traces (no database).
+# The burn-down forecast's band, replayed on young synthetic fleets, public GPU usage traces and
+# laws, new and seasoned, beside the band it replaced (no database; about 3 minutes).
 bench-forecast: install-dev
 	$(BIN)/python bench/forecast.py
 

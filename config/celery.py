@@ -31,6 +31,8 @@ app.conf.beat_schedule = {
     "sync-directory": {"task": "loans.tasks.sync_directory", "schedule": crontab(minute=27)},
     "flush-outbox": {"task": "loans.tasks.flush_outbox", "schedule": 60.0},
     "recommend": {"task": "loans.tasks.recommend", "schedule": crontab(minute=37, hour=2)},
+    "measure-band-coverage": {"task": "loans.tasks.measure_band_coverage",
+                              "schedule": crontab(minute=12, hour=1)},
     "purge-kept-files": {"task": "loans.tasks.purge_kept_files",
                          "schedule": crontab(minute=47)},
 }

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 
 from loans.maths.billing import local_midnight
 from loans.models import Contract, Membership, Plan, SharingGroup, SharingMember, Tenant
-from loans.services.ledger import sharing
+from loans.services.ledger import forecasting, sharing
 from metering import partitions
 from metering.attribution import Attributor, Rule
 from metering.intake import owners
@@ -166,6 +166,10 @@ def seed(
     log(f"usage: {count} hourly samples offered (those already stored are kept)")
     log("rollups: recounting from the samples")
     rebuild_rollups(start, end)
+    measured = forecasting.measure_coverage(now)
+    log("forecast band: held " + ", ".join(
+        f"{found.inside} of {found.forecasts} at {bucket} days left"
+        for bucket, found in measured.items()))
     return logins
 
 

@@ -12,6 +12,7 @@ from loans.services.advice.standalone import refresh_recommendations
 from loans.services.alerts import notify
 from loans.services.alerts.conditions import evaluate_alerts
 from loans.services.guarantee import holds
+from loans.services.ledger import forecasting
 from loans.services.ledger.closing import close_due_periods
 from metering.usage.slurm import find_slurm_cluster
 
@@ -106,3 +107,12 @@ def apply_slurm_limits() -> str:
     changes = schedulers.for_kind("slurm").apply(cluster.pk, cluster.name, at=timezone.now(),
                                                  dry_run=False)
     return f"{len(changes)} changes"
+
+
+@shared_task(**RETRY)
+def measure_band_coverage() -> str:
+    """Measure how often the burn-down's band held on the fleet's last weeks (daily, from
+    beat), for the pages to state."""
+    measured = forecasting.measure_coverage(timezone.now())
+    return ", ".join(f"{bucket} days left: {found.inside} of {found.forecasts} inside"
+                     for bucket, found in measured.items())

@@ -160,15 +160,18 @@ def _moment(moment, zone) -> str | None:
 
 
 def _band(figures: PeriodFigures) -> dict | None:
-    """The period's projected use as P10 and P90, with how often the bench saw a period end
-    inside such a band at this many days left, and whether the band is calibrated on the
-    team's own history or on the pooled one (a team with under two weeks of it)."""
+    """The period's projected use as P10 and P90, with how often such a band held the outcome
+    on this fleet's own past at this many days left (null while the fleet is too young to
+    say) and how many forecasts that rests on, and whether the band's quantiles are the
+    fleet's errors or the bench's prior (a fleet too young to pool)."""
     band = figures.projected_band
     if band is None:
         return None
+    coverage = figures.coverage
     return {"p10_used_gpu_hours": round(band[0], 3), "p90_used_gpu_hours": round(band[1], 3),
-            "coverage": figures.burndown.coverage,
-            "calibrated_on": "own" if figures.burndown.spread.own else "pooled"}
+            "coverage": coverage.share if coverage else None,
+            "coverage_forecasts": coverage.forecasts if coverage else 0,
+            "calibrated_on": "fleet" if figures.burndown.spread.own else "prior"}
 
 
 def burndown_json(contract: Contract, figures: PeriodFigures, bill: bills.Bill,

@@ -1,6 +1,6 @@
 """The burn-down of a period: committed GPU-hours remaining over time, the ideal straight line and
-a forecast from the trailing 7-day rate with a P10-P90 band calibrated on the team's own
-forecast errors (loans.maths.forecast). Pure: plain floats and datetimes.
+a forecast from the trailing 7-day rate with a P10-P90 band calibrated on the fleet's forecast
+errors at the team's own scale (loans.maths.forecast). Pure: plain floats and datetimes.
 
 GPU-hours here feed charts and projections, so they are floats; money is priced elsewhere
 (loans.maths.billing) from the meter's exact figures.
@@ -35,7 +35,6 @@ class BurnDown:
     # the period); both None where it ran out already or will not at either.
     exhaustion_range: tuple[datetime | None, datetime | None]
     spread: forecast.Spread  # the band's calibration (loans.maths.forecast)
-    coverage: float  # how often, on the bench's past data, a period ended inside the band
 
     @property
     def projected_overage(self) -> float:
@@ -96,8 +95,8 @@ def burndown(
 
     `usage` maps UTC hour starts to allocated GPU-hours; hours before `start` are history for the
     trailing rate and the band's calibration only. Hours at or after `now` are ignored: they
-    have not happened. `prior`: the band of a team with too little history of its own (the
-    fleet's, loans.maths.forecast.pooled).
+    have not happened. `prior`: the fleet's band (loans.maths.forecast.pooled; the bench's
+    PRIOR when None), drawn at the team's own scale.
     """
     points = hours_between(start, end) + [end]
     if start < now < end and now not in points:
@@ -159,7 +158,6 @@ def burndown(
         exhaustion_range=(_range(points, now, low, high) if remaining_now > 0
                           else (exhausted, exhausted)),
         spread=spread,
-        coverage=forecast.coverage(max(0.0, (end - max(now, start)).total_seconds()) / 86400),
     )
 
 

@@ -19,7 +19,7 @@ from loans.maths.burndown import (
     projected_use,
     trailing_window,
 )
-from loans.maths.forecast import Spread
+from loans.maths.forecast import Coverage, Spread, bucket
 
 DAY = timedelta(days=1)
 
@@ -121,6 +121,9 @@ class PeriodGlance:
 class PeriodFigures(PeriodGlance):
     burndown: BurnDown
     hours: Sequence[Hourly]  # the period's hours up to now
+    # How often the band held on the fleet's own past at this many days left (None: not
+    # measured yet; loans.services.ledger.forecasting).
+    coverage: Coverage | None = None
 
     @property
     def projected_exhaustion(self) -> datetime | None:
@@ -140,9 +143,10 @@ class PeriodFigures(PeriodGlance):
         return curve.committed - low, curve.committed - high
 
     @property
-    def coverage_in_ten(self) -> int:
-        """The band's measured coverage, as times in ten."""
-        return round(self.burndown.coverage * 10)
+    def coverage_in_ten(self) -> int | None:
+        """The band's coverage measured on the fleet's past, as times in ten (None: the fleet
+        is too young to measure it)."""
+        return self.coverage.in_ten if self.coverage else None
 
     def cumulative(self) -> tuple[list[float], list[float]]:
         """Running totals of allocated and busy GPU-hours at the end of each hour."""
@@ -164,11 +168,13 @@ def period_figures(
     history_start: datetime | None = None,
     metered: tuple[Decimal, Decimal] | None = None,
     prior: Spread | None = None,
+    coverage: dict[str, Coverage] | None = None,
 ) -> PeriodFigures:
     """Figures of `period` as seen at `now` from hourly usage; hours before the period (from
     `history_start` on, e.g. the contract's start) feed the forecast's trailing rate only.
     `metered` is the period's (allocated, busy) GPU-hours as the ledger reads them, so the
-    money here is the ledger's to the cent; without it they are summed from `usage`."""
+    money here is the ledger's to the cent; without it they are summed from `usage`.
+    `coverage`: the band's coverage measured on the fleet's past, by horizon bucket."""
     by_hour = {h.hour: h.allocated_gpu_hours for h in usage if h.hour < now}
     in_period = [h for h in usage if period.start <= h.hour < min(now, period.end)]
     if metered is None:
@@ -184,8 +190,10 @@ def period_figures(
         history_start=history_start,
         prior=prior,
     )
+    left = max(0.0, (period.end - max(now, period.start)).total_seconds() / 86400)
     return PeriodFigures(**_glance(period, terms, now, metered, curve.projected_used),
-                         burndown=curve, hours=in_period)
+                         burndown=curve, hours=in_period,
+                         coverage=(coverage or {}).get(bucket(left)))
 
 
 def period_glance(

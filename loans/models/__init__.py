@@ -1,6 +1,7 @@
 """Tenants, their members, the plan catalogue, contracts and their amendments, statements and
-their correction lines, alerts, recommendations, API tokens, jobs waiting for the broker, the
-changes made to Slurm's limits and the intervals gpuloans held a contract."""
+their correction lines, alerts, the forecast band's measured coverage, recommendations, API
+tokens, jobs waiting for the broker, the changes made to Slurm's limits and the intervals
+gpuloans held a contract."""
 
 from loans.models.admission import OveragePolicy, policies_of, policy_of
 from loans.models.alerts import Alert
@@ -17,6 +18,7 @@ from loans.models.fields import (
     slug_validator,
     validate_time_zone,
 )
+from loans.models.forecasting import BandCoverage
 from loans.models.guarantee import ContractHold
 from loans.models.identity import DirectoryAccount
 from loans.models.outbox import PendingTask
@@ -29,7 +31,7 @@ from loans.models.tenants import Membership, Tenant
 from loans.models.tokens import ApiToken
 
 __all__ = [
-    "DirectoryAccount",
+    "BandCoverage", "DirectoryAccount",
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
     "BurstRequest", "Contract", "ContractHold", "CorrectionLine", "Membership", "OveragePolicy",
     "PendingTask",

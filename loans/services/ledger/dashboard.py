@@ -79,7 +79,7 @@ def _figures(contract, period, now, entry, hours: list[usage.Hour]) -> PeriodFig
     return period_figures(
         period=period, terms=entry.terms, usage=hours, now=now,
         history_start=contract.periods()[0].start, metered=(entry.metered, entry.busy),
-        prior=forecasting.fleet_prior(now),
+        prior=forecasting.fleet_prior(now), coverage=forecasting.measured_coverage(),
     )
 
 

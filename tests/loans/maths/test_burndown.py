@@ -37,9 +37,10 @@ def test_a_period_half_gone_at_a_steady_rate_shows_remaining_ideal_and_forecast(
     assert result.projected_used == pytest.approx(1440.0)
     assert result.projected_overage == pytest.approx(720.0)
     assert result.projected_exhaustion == now
-    # A perfectly steady week has no spread: the band collapses onto the forecast.
-    assert result.forecast_p10[-1] == pytest.approx(-720.0)
-    assert result.forecast_p90[-1] == pytest.approx(-720.0)
+    # A perfectly steady week: the band is the fleet's at the least scale, a near-constant
+    # team's (SCALE_FLOOR), a few per cent either side of the forecast, never nothing.
+    assert -720.0 * 1.15 < result.forecast_p10[-1] < -720.0 < result.forecast_p90[-1] < (
+        -720.0 * 0.85)
 
 
 def test_the_forecast_predicts_exhaustion_from_the_trailing_week_only():
@@ -90,13 +91,13 @@ def test_the_band_is_the_forecasts_calibrated_spread_around_the_trailing_rate():
     result = burndown(start=START, end=END, committed=1000.0, usage=usage, now=now)
     assert result.rate_per_hour == pytest.approx((4 * 24 + 3 * 48) / 168)
     spread = forecast.spread_of(forecast.daily_totals(usage, now, START))
-    assert spread.own and result.spread == spread
+    assert result.spread == spread and spread.scale == pytest.approx(
+        (forecast.SCALE_FLOOR ** 2 + (1 / 3) ** 2) ** 0.5)  # 24 and 48: sd 12 about 36
     left = (END - now).total_seconds() / 3600
     least, most = spread.band(result.rate_per_hour, left)
     remaining = 1000.0 - result.used
     assert result.forecast_p10[-1] == pytest.approx(remaining - most)
     assert result.forecast_p90[-1] == pytest.approx(remaining - least)
-    assert result.coverage == forecast.coverage(16)
 
 
 def test_usage_after_now_is_ignored():

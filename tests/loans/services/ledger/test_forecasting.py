@@ -1,136 +1,92 @@
-"""The burn-down's band (loans.maths.forecast): calibrated on a team's own errors, it holds the
-future four times in five on series whose future is drawn from a known law."""
+"""The band's calibration and its coverage come from the fleet's own days: the pool counts a
+tenant from its first metered hour, the coverage is measured by a daily job and stored, and
+the page says what was stored (or that the fleet is too young to say)."""
 
 import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.core.cache import cache
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from django.core.management import call_command
 
 from loans.maths import forecast
-from loans.models import Tenant
-from loans.services.ledger.forecasting import fleet_prior
+from loans.models import BandCoverage, Tenant
+from loans.services.ledger.forecasting import fleet_prior, measure_coverage, measured_coverage
 from metering.models import TenantHour
-from tests.tiers import examples
+from tests.story import NOW
 
-HISTORY, LONGEST = 42, 28
-DRAWS = 400
-
-
-def series(family: str, rng: random.Random, size: float) -> list[float]:
-    """Daily GPU-hours around 100 a day: `size` is the noise (iid), the level's step a day
-    (walk) or the trend a day (trend), each as a share of 100."""
-    days, level = [], 100.0
-    slope = rng.uniform(-size, size) * 100
-    for k in range(HISTORY + LONGEST):
-        if family == "iid":
-            value = rng.gauss(100, size * 100)
-        elif family == "walk":
-            level = max(5.0, level + rng.gauss(0, size * 100))
-            value = level + rng.gauss(0, 10)
-        else:
-            value = 100 + slope * k + rng.gauss(0, 15)
-        days.append(max(0.0, value))
-    return days
+MIDNIGHT = datetime(2026, 12, 4, tzinfo=UTC)
 
 
-@settings(max_examples=examples(12), deadline=None)
-@given(family_and_size=st.one_of(
-           st.tuples(st.just("iid"), st.floats(0.05, 0.4)),
-           st.tuples(st.just("walk"), st.floats(0.0, 0.01)),  # the level moves up to 1% a day
-           st.tuples(st.just("trend"), st.floats(0.0, 0.005))),  # up to 0.5% a day
-       seed=st.integers(0, 2**32 - 1))
-def test_the_band_holds_the_future_70_to_90_percent_of_the_time(family_and_size, seed):
-    """Six weeks of history, then a horizon of 1 to 28 days: over DRAWS futures the realised
-    use falls inside P10-P90 between 70% and 90% of the time (a calibrated band: 80%)."""
-    family, size = family_and_size
-    rng = random.Random(seed)
-    inside = 0
-    for _ in range(DRAWS):
-        days = series(family, rng, size)
-        horizon = rng.randint(1, LONGEST)
-        history, future = days[:HISTORY], days[HISTORY:HISTORY + horizon]
-        low, high = forecast.spread_of(history).band(sum(history[-7:]) / 7 / 24, horizon * 24)
-        inside += low <= sum(future) <= high
-    assert 0.70 <= inside / DRAWS <= 0.90, (family, size, inside / DRAWS)
-
-
-def test_independent_days_fit_their_own_noise_and_the_weeks_error_as_a_level():
-    """Days of sd 20% about 100: the error a day adds is a day's variance, 0.04 days of use
-    squared; what every day of the horizon shares is the trailing week's error, 0.04 / 7."""
-    rng = random.Random(3)
-    spread = forecast.spread_of([rng.gauss(100, 20) for _ in range(56)])
-    assert spread.own and 0.02 < spread.iid < 0.06
-    assert forecast.LEAST_LEVEL * spread.iid <= spread.level < 0.03
-
-
-def test_a_team_with_little_history_gets_the_pooled_prior_and_a_flat_one_no_band():
-    assert forecast.spread_of([100.0] * (forecast.MIN_DAYS - 1)) == forecast.PRIOR
-    flat = forecast.spread_of([100.0] * 30)
-    assert flat.own and flat.band(10.0, 240) == (2400.0, 2400.0)
-
-
-def test_the_band_is_never_below_zero_and_widens_with_the_horizon():
-    spread = forecast.Spread(iid=0.5, level=0.3)
-    assert forecast.Spread(iid=2.0, level=1.0).band(1.0, 24 * 20)[0] == 0.0
-    widths = [spread.band(4.0, hours)[1] - spread.band(4.0, hours)[0]
-              for hours in (1, 24, 240, 720)]
-    assert widths == sorted(widths) and widths[0] > 0
-    assert spread.band(4.0, 0) == (0.0, 0.0)
-
-
-def test_a_horizon_the_smooth_fit_runs_under_keeps_what_was_measured_there():
-    spread = forecast.Spread(iid=0.01, level=0.001, measured=(0.5, 0.1))
-    assert spread.relative_sd(1) == pytest.approx(0.5 ** 0.5)
-    assert spread.relative_sd(0.5) == pytest.approx((0.5 * 0.5) ** 0.5)  # a share of a day
-    assert spread.relative_sd(3) == pytest.approx((0.03 + 0.009) ** 0.5)  # past what it measured
-
-
-def test_daily_totals_are_whole_days_back_from_now_within_the_calibration_window():
-    now = datetime(2026, 12, 4, 6, 30, tzinfo=UTC)
-    usage = {now.replace(minute=0) - timedelta(hours=k): 1.0 for k in range(24 * 70)}
-    totals = forecast.daily_totals(usage, now, None)
-    assert len(totals) == forecast.CALIBRATION.days and set(totals) == {24.0}
-    assert forecast.daily_totals(usage, now, now - timedelta(days=3, hours=5)) == [24.0] * 3
-
-
-@pytest.mark.parametrize(("days_left", "share"), [(29, forecast.COVERAGE[0][1]),
-                                                  (16, forecast.COVERAGE[0][1]),
-                                                  (15.9, forecast.COVERAGE[1][1]),
-                                                  (0.5, forecast.COVERAGE[2][1])])
-def test_the_measured_coverage_is_read_by_days_left(days_left, share):
-    assert forecast.coverage(days_left) == share
-
-
-def test_the_fleets_errors_pooled_start_a_team_without_history():
-    rng = random.Random(5)
-    teams = [[rng.gauss(100, 30) for _ in range(40)] for _ in range(forecast.MIN_TEAMS)]
-    fleet = forecast.pooled(teams)
-    assert fleet is not None and not fleet.own and fleet != forecast.PRIOR
-    assert forecast.spread_of([50.0] * 3, fleet) == fleet  # three days: the fleet's
-    assert forecast.pooled(teams[:-1]) is None  # too few teams to pool: PRIOR stays
-    assert forecast.pooled([[0.0] * 40] * 5) is None  # teams that used nothing tell nothing
-
-
-def test_the_fleet_prior_is_read_from_every_tenants_days_once_a_day(db,
-                                                                    django_assert_num_queries):
-    now = datetime(2026, 12, 4, 9, tzinfo=UTC)
-    midnight = now.replace(hour=0)
-    rng = random.Random(8)
+def meter(days_by_tenant: dict[str, list[float]], end: datetime = MIDNIGHT) -> None:
+    """Each tenant's daily GPU-hours, the last day ending at `end`, spread over the hours
+    (days of 0 write no rows: nothing was metered)."""
     rows = []
-    for k in range(forecast.MIN_TEAMS):
-        tenant = Tenant.objects.create(slug=f"t{k}", name=f"T{k}")
-        for day in range(30):
-            level = rng.gauss(100, 25) * 3600 / 24
-            rows += [TenantHour(tenant=tenant,
-                                hour=midnight - timedelta(days=30 - day) + timedelta(hours=h),
-                                allocated_gpu_s=level, busy_gpu_s=0, peak_gpus=1,
-                                sample_count=1) for h in range(24)]
+    for slug, days in days_by_tenant.items():
+        tenant = Tenant.objects.get_or_create(slug=slug, defaults={"name": slug.title()})[0]
+        for k, value in enumerate(days):
+            day = end - timedelta(days=len(days) - k)
+            rows += [TenantHour(tenant=tenant, hour=day + timedelta(hours=h),
+                                allocated_gpu_s=value * 3600 / 24, busy_gpu_s=0, peak_gpus=1,
+                                sample_count=1) for h in range(24) if value]
     TenantHour.objects.bulk_create(rows)
+
+
+def test_the_fleet_band_is_pooled_from_first_metered_days_once_a_day(
+        db, django_assert_num_queries):
+    rng = random.Random(8)
+    young = {f"t{k}": [rng.gauss(100, 25) for _ in range(20)] for k in range(forecast.MIN_TEAMS)}
+    meter(young)
     cache.clear()
-    spread = fleet_prior(now)
-    assert not spread.own and spread != forecast.PRIOR
+    spread = fleet_prior(MIDNIGHT + timedelta(hours=9))
+    # The 36 days of the window before they were metered are not weeks of idling.
+    want = forecast.pooled(list(young.values()))
+    assert spread.own and spread.low == pytest.approx(want.low)
+    assert spread.high == pytest.approx(want.high)
     with django_assert_num_queries(0):  # cached for the day
-        assert fleet_prior(now + timedelta(hours=3)) == spread
+        assert fleet_prior(MIDNIGHT + timedelta(hours=12)) == spread
+
+
+def test_a_fleet_too_young_to_pool_gets_the_benchs_prior(db):
+    meter({"solo": [50.0] * 30})
+    cache.clear()
+    assert fleet_prior(MIDNIGHT) == forecast.PRIOR
+
+
+def test_the_daily_job_stores_the_coverage_the_backtest_measures(db, capsys):
+    rng = random.Random(3)
+    fleet = {f"t{k}": [max(0.0, rng.gauss(100, 30)) for _ in range(84)] for k in range(4)}
+    meter(fleet)
+    cache.clear()
+    assert measured_coverage() == {}
+    found = measure_coverage(MIDNIGHT + timedelta(hours=1))
+    assert found == forecast.backtest(list(fleet.values()))
+    stored = {row.bucket: (row.inside, row.forecasts) for row in BandCoverage.objects.all()}
+    assert stored == {b: (c.inside, c.forecasts) for b, c in found.items()}
+    assert all(c.forecasts >= forecast.MIN_FORECASTS for c in found.values())
+    assert measured_coverage() == found
+    measure_coverage(MIDNIGHT + timedelta(hours=5))  # the same day again: replaced
+    assert BandCoverage.objects.count() == 3
+    call_command("measure_band_coverage")
+    assert capsys.readouterr().out.count("days left:") == 3
+
+
+def test_the_page_says_how_often_the_band_held_on_this_fleet(client, lead, contract, metered):
+    """A fleet where the band held 60% of 200 forecasts at this many days left says 6 in 10
+    on 200 forecasts; under 50 forecasts it says the fleet is too young to measure."""
+    left = forecast.bucket((contract.periods()[1].end - NOW).total_seconds() / 86400)
+    BandCoverage.objects.create(measured_on=NOW.date(), bucket=left, inside=120, forecasts=200)
+    cache.clear()
+    client.force_login(lead)
+    html = client.get("/en/tenants/vision/").content.decode()
+    assert ("On this fleet's past 200 forecasts at as many days left, the outcome fell inside "
+            "such a range 6 times in 10") in html
+    band = client.get(f"/api/v1/contracts/{contract.pk}/burndown").json()["projected"]["band"]
+    assert band["coverage"] == 0.6 and band["coverage_forecasts"] == 200
+    BandCoverage.objects.create(measured_on=NOW.date() + timedelta(days=1), bucket=left,
+                                inside=30, forecasts=40)
+    cache.clear()
+    html = client.get("/en/tenants/vision/").content.decode()
+    assert "The fleet is too young to measure how often such a range holds" in html
+    assert client.get(f"/api/v1/contracts/{contract.pk}/burndown").json()[
+        "projected"]["band"]["coverage"] is None
