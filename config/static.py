@@ -1,37 +1,12 @@
-"""Plotly's JavaScript, served by the application from the plotly package (no CDN): the page
-asks for static "vendor/plotly.min.js" and this finder hands over the package's own file, so the
-bundle's version is the one pyproject pins."""
+"""Static files: the check that they were collected, and the storage that compresses what the
+pages serve. Plotly's JavaScript is static/vendor/plotly-cartesian.min.js, plotly.js's own
+partial bundle of the cartesian trace types (scatter, bar, heatmap and their kin: every chart
+the pages draw), 1.5 MB where the whole library is 4.8; tests/test_static.py holds it to the
+plotly.js version the plotly package builds figures for."""
 
 from pathlib import Path
 
-import plotly
-from django.contrib.staticfiles.finders import BaseFinder
-from django.core.files.storage import FileSystemStorage
 from whitenoise.storage import CompressedManifestStaticFilesStorage
-
-PACKAGE_DATA = Path(plotly.__file__).parent / "package_data"
-FILES = {"vendor/plotly.min.js": "plotly.min.js"}
-
-
-class PlotlyFinder(BaseFinder):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.storage = FileSystemStorage(location=PACKAGE_DATA)
-        self.storage.prefix = "vendor"
-
-    def check(self, **kwargs) -> list:
-        return []
-
-    def find(self, path: str, find_all: bool = False, **kwargs):
-        name = FILES.get(path)
-        if name is None:
-            return [] if find_all else None
-        found = str(PACKAGE_DATA / name)
-        return [found] if find_all else found
-
-    def list(self, ignore_patterns):
-        for name in FILES.values():
-            yield name, self.storage
 
 
 def require_collected() -> None:

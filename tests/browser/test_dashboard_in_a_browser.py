@@ -216,11 +216,11 @@ def test_a_chart_box_says_it_is_loading_until_its_chart_is_drawn(live_server, pa
     """On a slow network the chart boxes stood empty and white for seconds: each says it is
     loading until Plotly has drawn it (here Plotly is held back, as a slow link would)."""
     log_in(page, live_server.url, "lead")
-    page.route("**/plotly.min.js", lambda route: route.abort())
+    page.route("**/plotly-cartesian.min.js", lambda route: route.abort())
     page.goto(f"{live_server.url}/en/tenants/vision/")
     for chart in ("chart-burndown", "chart-cumulative", "chart-hourly"):
         expect(page.locator(f"#{chart} .loading")).to_have_text("Loading the chart…")
-    page.unroute("**/plotly.min.js")
+    page.unroute("**/plotly-cartesian.min.js")
     page.goto(f"{live_server.url}/zh-hans/tenants/vision/")
     page.wait_for_selector("#chart-burndown .main-svg")
     expect(page.locator("#chart-burndown .loading")).to_have_count(0)

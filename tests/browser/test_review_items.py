@@ -230,7 +230,7 @@ def test_item_8_on_a_phone_each_chart_box_says_it_is_loading(
         live_server, open_page, lead, contract, metered, language, loading):
     page = open_page(PHONE)
     log_in(page, live_server.url, "lead", f"/{language}/tenants/vision/")
-    page.route("**/plotly.min.js", lambda route: route.abort())
+    page.route("**/plotly-cartesian.min.js", lambda route: route.abort())
     page.goto(f"{live_server.url}/{language}/tenants/vision/")
     for chart in ("chart-burndown", "chart-cumulative", "chart-hourly"):
         expect(page.locator(f"#{chart} .loading")).to_have_text(loading)

@@ -76,10 +76,11 @@ def test_the_demo_serves_the_products_own_404_compressed_assets_and_logs_in_over
     assert tenant.status == 200
     assert tenant.getheader("Content-Encoding") == "gzip"  # the page itself, with its figures
     html = gzip.decompress(tenant.body).decode()
-    plotly = re.search(r'src="(/static/vendor/plotly\.min\.[0-9a-f]{12}\.js)"', html).group(1)
+    plotly = re.search(r'src="(/static/vendor/plotly-cartesian\.min\.[0-9a-f]{12}\.js)"',
+                       html).group(1)
 
     bundle = fetch(demo, plotly, **{"Accept-Encoding": "gzip, deflate, br, zstd"})
     assert bundle.status == 200
     assert bundle.getheader("Content-Encoding") == "br"
     assert "immutable" in bundle.getheader("Cache-Control")
-    assert len(bundle.body) < 1_200_000  # 4.8 MB as written
+    assert len(bundle.body) < 450_000  # 1.5 MB as written: only the cartesian trace types
