@@ -16,7 +16,7 @@ contracts are dealt into N sharing groups from their first period, so the close 
 group's periods together (lent and borrowed lines, group statements) and the recommendation
 job prices each grouped contract on its group's pooled usage; `--groups 0` is the fleet
 without groups.
-Targets: the recommendation job under 60 s and the first close under 30 s, for 1,000
+Targets: the recommendation job under 30 s and the first close under 10 s, for 1,000
 contracts in 100 groups.
 """
 
@@ -137,9 +137,9 @@ def main() -> None:
           f"{year / half:.2f} (1.0 is linear in periods)")
     grouped = f" in {args.groups} sharing groups" if args.groups else " without groups"
     print(f"target: recommendation job {first:.1f} s for {args.contracts} contracts{grouped} "
-          "(target < 60 s)")
+          "(target < 30 s)")
     print(f"target: first period close {close:.1f} s for {closed[0]:,} statements of "
-          f"{args.contracts} contracts{grouped} (target < 30 s)")
+          f"{args.contracts} contracts{grouped} (target < 10 s)")
 
 
 def first_close_half_a_year_in() -> tuple[int, float]:

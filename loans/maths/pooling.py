@@ -129,7 +129,7 @@ def advise(seats: list[Seat]) -> dict[int, float]:
         return memo[key]
 
     def unused(seat: Seat) -> float:
-        return statistics.fmean(max(0.0, seat.committed - u) for u in seat.windows) \
+        return statistics.fmean([max(0.0, seat.committed - u) for u in seat.windows]) \
             if seat.windows else 0.0
 
     def better(values: dict[int, float], best_cost: float, seat: Seat, best: float) -> bool:

@@ -90,8 +90,9 @@ class CurvePoint:
 def cost_curve(values: list[float], candidates: list[float], committed_rate: Decimal,
                overage_rate: Decimal) -> list[CurvePoint]:
     curve = []
+    rate, premium = float(committed_rate), float(overage_rate)  # cost()'s, converted once
     for c in candidates:
-        costs = [cost(c, u, committed_rate, overage_rate) for u in values]
+        costs = [c * rate + max(0.0, u - c) * premium for u in values]
         low, high = (quantile(costs, 0.1), quantile(costs, 0.9))
         curve.append(CurvePoint(c, statistics.fmean(costs), low, high))
     return curve
@@ -216,8 +217,9 @@ class TermAdvice:
         """The expected cost over the term under these numbers: each period's mean bill over
         its outcomes, summed (the pool holds the periods in equal blocks)."""
         rate, premium = float(committed_rate), float(overage_rate)
-        mean = statistics.fmean(commitment * rate + premium * max(0.0, u - commitment)
-                                for u in self.outcomes)
+        # A list, not a generator: fmean counts a generator's items one call at a time.
+        mean = statistics.fmean([commitment * rate + premium * max(0.0, u - commitment)
+                                 for u in self.outcomes])
         return mean * len(self.p50)
 
     def totals(self, commitments: dict[str, float], committed_rate: Decimal,

@@ -15,6 +15,7 @@ from django.utils.translation import gettext_noop
 from core.wording import worded
 from loans.maths import quotas, recommend
 from loans.models import BurstRequest, Contract, Recommendation, SharingMember
+from loans.models.contracts import with_amendments
 from loans.services.advice import plans as plan_advice
 from loans.services.advice import pooled as pooled_advice
 from loans.services.advice.drafts import (
@@ -251,8 +252,10 @@ class AdviceRun:
 
 def refresh_recommendations(now: datetime) -> AdviceRun:
     created = updated = superseded = count = 0
-    contracts = Contract.objects.filter(status=Contract.Status.ACTIVE).select_related(
-        "plan", "tenant")
+    # Every contract's amendments in one query, its terms worked out once (read-only: the
+    # job writes recommendations, never terms).
+    contracts = with_amendments(list(Contract.objects.filter(
+        status=Contract.Status.ACTIVE).select_related("plan", "tenant")))
     # A sharing group's teams one after another, so each team's hours are read once for the
     # group's pooled advice and forgotten when the next group begins.
     group_of = dict(SharingMember.objects.filter(leaves_at__isnull=True,

@@ -13,7 +13,7 @@ lines agree, and the group's statement says what the group paid the provider.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
@@ -67,6 +67,24 @@ def close_contract(contract: Contract, now: datetime) -> list[Statement]:
     return _close(contract, now)[0]
 
 
+@dataclass
+class Drafts:
+    """A close's rows before they are written, so that each table takes one INSERT a close:
+    statements, then their correction and sharing lines (which name them)."""
+
+    statements: list[Statement] = field(default_factory=list)
+    corrections: list[tuple[Statement, list, dict[int, Statement]]] = field(default_factory=list)
+    sharing: list[tuple[Statement, ledgers.PeriodEntry]] = field(default_factory=list)
+
+    def write(self) -> None:
+        Statement.objects.bulk_create(self.statements)
+        CorrectionLine.objects.bulk_create(
+            line for statement, pending, stated in self.corrections
+            for line in _lines(statement, pending, stated))
+        SharingLine.objects.bulk_create(
+            line for statement, entry in self.sharing for line in _sharing_lines(statement, entry))
+
+
 def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int]]:
     """close_contract, and the ids of the contracts it closed (the contract's partners)."""
     with transaction.atomic():
@@ -74,20 +92,26 @@ def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int
         list(Contract.objects.select_for_update().filter(pk__in=ids).order_by("pk")
              .values_list("pk", flat=True))
         groups = sharing.groups_of(ids)
-        written = []
-        for pk in ids:
-            member = (Contract.objects.select_related("plan", "tenant")
-                      .prefetch_related("amendments").get(pk=pk))
-            if member.status not in Contract.HOLDING:
-                continue
+        members = [m for m in Contract.objects.select_related("plan", "tenant")
+                   .prefetch_related("amendments").filter(pk__in=ids).order_by("pk")
+                   if m.status in Contract.HOLDING]
+        drafts, done_by, ending = Drafts(), {}, []
+        for member in members:
             ledger = ledgers.read(member, now, groups)
-            done, stated = _write_periods(member, ledger, now)
+            done, stated = _write_periods(member, ledger, now, drafts)
+            done_by[member.pk] = done
             if len(stated) == len(member.periods()):
-                done += _write_corrections_statement(member, now, groups)
-                if member.status == Contract.Status.ACTIVE:
-                    Contract.objects.filter(pk=member.pk).update(status=Contract.Status.ENDED)
-                    audit.changed(member, {"status": member.status},
-                                  {"status": Contract.Status.ENDED}, tenant=member.tenant_id)
+                ending.append(member)
+        drafts.write()
+        for member in ending:  # its corrections read the period statements just written
+            done_by[member.pk] += _write_corrections_statement(member, now, groups)
+            if member.status == Contract.Status.ACTIVE:
+                Contract.objects.filter(pk=member.pk).update(status=Contract.Status.ENDED)
+                audit.changed(member, {"status": member.status},
+                              {"status": Contract.Status.ENDED}, tenant=member.tenant_id)
+        written = []
+        for member in members:
+            done = done_by[member.pk]
             if done:  # statements are not logged row by row: one entry a close of a contract
                 audit.wrote(member, {"statements_written": (
                     "", ", ".join(f"{s.number} {s.total_cost} {s.currency}" for s in done))},
@@ -97,9 +121,10 @@ def _close(contract: Contract, now: datetime) -> tuple[list[Statement], list[int
     return written, ids
 
 
-def _write_periods(contract: Contract, ledger: ledgers.Ledger, now: datetime
+def _write_periods(contract: Contract, ledger: ledgers.Ledger, now: datetime, drafts: Drafts
                    ) -> tuple[list[Statement], dict[int, Statement]]:
-    """The due period statements, and every period statement by index once they are written."""
+    """The due period statements (drafted, for `drafts` to write), and every period statement
+    by index once they are written."""
     stated = {e.period.index: e.statement for e in ledger.entries if e.statement}
     due = [e for e in ledger.entries if e.statement is None and ledgers.due(e.period, now)]
     if not due:
@@ -107,15 +132,17 @@ def _write_periods(contract: Contract, ledger: ledgers.Ledger, now: datetime
     complete = fleet.tenant_coverage_in(contract.tenant_id,
                                         [(e.period.start, e.period.end) for e in due])
     # What each stated period has been billed, kept current through the run: a period stated
-    # in this run is billed at the meter's figure, so later statements carry nothing for it.
+    # in this run is billed at the meter's figure, so later statements carry nothing for it
+    # (so every line names a statement written before this close).
     billed = {e.period.index: e.billed for e in ledger.entries if e.statement}
     entries = {e.period.index: e for e in ledger.entries}
     written = []
     for entry, coverage in zip(due, complete, strict=True):
         pending = _pending(entries, billed, before=entry.period.index)
         statement = _statement(contract, entry, coverage, pending)
-        _lines(statement, pending, stated)
-        _sharing_lines(statement, entry)
+        drafts.statements.append(statement)
+        drafts.corrections.append((statement, pending, dict(stated)))
+        drafts.sharing.append((statement, entry))
         stated[entry.period.index], billed[entry.period.index] = (
             statement, entry.billed_after_close)
         for earlier, change in pending:
@@ -149,7 +176,7 @@ def _statement(contract: Contract, entry: ledgers.PeriodEntry, coverage: fleet.C
     shared_cost = shared.shared_cost if shared else ZERO
     # The floor over the whole period, and what it credits (DESIGN "The floor").
     floor, credit = entry.floor, entry.credit
-    return Statement.objects.create(
+    return Statement(
         contract=contract, kind=Statement.Kind.PERIOD, period_index=entry.period.index,
         period_start=entry.period.start, period_end=entry.period.end,
         committed_gpu_hours=cost.committed_gpu_hours, allocated_gpu_hours=cost.used_gpu_hours,
@@ -172,8 +199,9 @@ def _statement(contract: Contract, entry: ledgers.PeriodEntry, coverage: fleet.C
     )
 
 
-def _lines(statement: Statement, pending: list, stated: dict[int, Statement]) -> None:
-    CorrectionLine.objects.bulk_create(
+def _lines(statement: Statement, pending: list, stated: dict[int, Statement]
+           ) -> list[CorrectionLine]:
+    return [
         CorrectionLine(
             statement=statement, corrected=stated[entry.period.index],
             period_index=entry.period.index, gpu_hours=c.gpu_hours,
@@ -184,14 +212,14 @@ def _lines(statement: Statement, pending: list, stated: dict[int, Statement]) ->
             sharing_before_cost=c.sharing_before_cost, sharing_after_cost=c.sharing_after_cost,
             credit_before_cost=c.credit_before_cost, credit_after_cost=c.credit_after_cost,
             amount=c.amount)
-        for entry, c in pending)
+        for entry, c in pending]
 
 
-def _sharing_lines(statement: Statement, entry: ledgers.PeriodEntry) -> None:
+def _sharing_lines(statement: Statement, entry: ledgers.PeriodEntry) -> list[SharingLine]:
     shared = entry.shared
     if shared is None:
-        return
-    SharingLine.objects.bulk_create(
+        return []
+    return (
         [SharingLine(statement=statement, kind=SharingLine.Kind.BORROWED, counterpart_id=t.lender,
                      group_id=entry.group_id, gpu_hours=t.gpu_hours, rate=t.rate,
                      amount=t.amount) for t in shared.borrowed]
@@ -202,7 +230,9 @@ def _sharing_lines(statement: Statement, entry: ledgers.PeriodEntry) -> None:
 
 def _write_group_statements(groups: sharing.Groups, written: list[Statement]) -> None:
     """A group statement for each group period whose members were all stated in this close:
-    what the group paid the provider, and what sharing saved."""
+    what the group paid the provider, and what sharing saved (one INSERT for them all, one
+    for their members)."""
+    made: list[tuple[GroupStatement, list[Statement]]] = []
     for (group_id, start), rows in groups.members.items():
         members = {m.contract_id for m in rows}
         mine = [s for s in written if s.contract_id in members and s.period_start == start
@@ -212,13 +242,16 @@ def _write_group_statements(groups: sharing.Groups, written: list[Statement]) ->
         shared = groups.sharing[(group_id, start)]
         committed = sum((s.committed_cost for s in mine), ZERO)
         overage = sum((s.overage_cost for s in mine), ZERO)  # left after sharing
-        group = GroupStatement.objects.create(
+        made.append((GroupStatement(
             group_id=group_id, period_start=start, period_end=mine[0].period_end,
             committed_cost=committed, overage_cost=overage, provider_total=committed + overage,
             saving=sum((s.sharing_saving for s in mine), ZERO),
             shared_gpu_hours=sum((x.borrowed_gpu_hours for x in shared.values()), ZERO),
-            currency=rows[0].terms.currency)
-        group.member_statements.set(mine)
+            currency=rows[0].terms.currency), mine))
+    GroupStatement.objects.bulk_create([group for group, _mine in made])
+    through = GroupStatement.member_statements.through
+    through.objects.bulk_create(through(groupstatement=group, statement=statement)
+                                for group, mine in made for statement in mine)
 
 
 def _write_corrections_statement(contract: Contract, now: datetime,
@@ -244,7 +277,8 @@ def _write_corrections_statement(contract: Contract, now: datetime,
         corrections_cost=corrections, total_cost=corrections, currency=terms.currency,
         plan_name=contract.plan.name,
         completeness=Decimal(1))
-    _lines(statement, pending, {s.period_index: s for s in ledger.statements})
+    CorrectionLine.objects.bulk_create(
+        _lines(statement, pending, {s.period_index: s for s in ledger.statements}))
     return [statement]
 
 
