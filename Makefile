@@ -18,8 +18,8 @@ CHROMIUM := /usr/bin/chromium
 # every test module again, a fifth of `make quick`.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo test quick install install-dev ldap-headers lint debian focus-validator oidc-provider bench-accounting bench-ingest bench-agent bench-dashboard \
-	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal bench-forecast
+.PHONY: demo test quick install install-dev ldap-headers pdf-libs lint debian focus-validator oidc-provider bench-accounting bench-ingest bench-agent bench-dashboard \
+	bench-backtest bench-jobs bench-soak bench-pages bench-trigger bench-refusal bench-forecast bench-pdf
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,16 +30,22 @@ $(BIN)/python:
 install: $(VENV)/.installed
 install-dev: $(VENV)/.installed-dev
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml | $(BIN)/python pdf-libs
 	$(BIN)/pip install --quiet -e .
 	touch $@
+
+# WeasyPrint (the statements' PDF) renders through Debian's Pango, Chinese in its Noto CJK fonts.
+PDF_LIBS := libpango-1.0-0 libpangoft2-1.0-0 fonts-noto-cjk
+pdf-libs:
+	@dpkg -s $(PDF_LIBS) >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(PDF_LIBS); }
 
 # python-ldap (the LDAP tests' and LDAP logins') builds against Debian's LDAP and SASL headers.
 ldap-headers:
 	@dpkg -s libldap2-dev libsasl2-dev >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libldap2-dev libsasl2-dev; }
 
-$(VENV)/.installed-dev: pyproject.toml agent/pyproject.toml | $(BIN)/python ldap-headers
+$(VENV)/.installed-dev: pyproject.toml agent/pyproject.toml | $(BIN)/python ldap-headers pdf-libs
 	$(BIN)/pip install --quiet -e '.[dev]' -e './agent[kubelet]'
 	touch $@ $(VENV)/.installed
 
@@ -73,6 +79,7 @@ debian:
 	command -v node >/dev/null || missing="$$missing nodejs npm"; \
 	test -x /usr/sbin/slapd || missing="$$missing slapd"; \
 	command -v ldapadd >/dev/null || missing="$$missing ldap-utils"; \
+	command -v pdftotext >/dev/null || missing="$$missing poppler-utils"; \
 	if [ -n "$$missing" ]; then apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
@@ -128,6 +135,10 @@ bench-backtest: install-dev
 # laws, new and seasoned, beside the band it replaced (no database; about 3 minutes).
 bench-forecast: install-dev
 	$(BIN)/python bench/forecast.py
+
+# A statement's PDF, rendered on the server in English and Chinese (PostgreSQL; bench/pdf.py).
+bench-pdf: install-dev
+	$(BIN)/python bench/pdf.py
 
 # The recommendation job over 1,000 contracts with a year of hourly rollups (PostgreSQL).
 bench-jobs: install-dev

@@ -3,8 +3,9 @@ termination. Leads read their own tenant's; operators read every contract and wr
 
 from dataclasses import replace
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -16,12 +17,14 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from loans.access import contract_for_user, require
-from loans.api.renderers import TableCSVRenderer
+from loans.api.renderers import PDFRenderer, TableCSVRenderer
 from loans.models import Amendment, Contract
 from loans.services import exports
-from loans.services.exports import statements
+from loans.services.exports import pdf, statements
 from loans.services.ledger import amendments
 from loans.services.ledger import read as ledgers
+
+LANGUAGES = settings.LANGUAGES
 
 # `?format=` of the statements endpoint: each a format of loans.services.exports ("csv", the
 # first, is one row a statement line).
@@ -33,23 +36,30 @@ CSV_RENDERERS = [type(f"{name.title()}CSVRenderer", (TableCSVRenderer,), {"forma
 class ContractStatements(APIView):
     """Every statement of a contract with its lines and the terms it was priced with, and the
     corrections pending for the next one. `?format=csv`: one row per line; `?format=focus`:
-    one row per charge in FinOps FOCUS 1.2 columns (docs/statements.md)."""
+    one row per charge in FinOps FOCUS 1.2 columns (docs/statements.md); `?format=pdf` or
+    `Accept: application/pdf`: the statements as the tenant page shows them, in `?lang=`
+    (en or zh-hans; the request's language otherwise)."""
 
-    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, *CSV_RENDERERS]
+    renderer_classes = [*api_settings.DEFAULT_RENDERER_CLASSES, *CSV_RENDERERS, PDFRenderer]
 
     @extend_schema(
-        parameters=[OpenApiParameter("format", str, enum=["json", *CSV_FORMATS]),
+        parameters=[OpenApiParameter("format", str, enum=["json", *CSV_FORMATS, "pdf"]),
+                    OpenApiParameter("lang", str, enum=[code for code, _name in LANGUAGES],
+                                     description="The PDF's language"),
                     OpenApiParameter("period", int, description=(
                         "Only this period's (1 is the first): its statement, those that "
                         "corrected it and its pending correction"))],
         responses={(200, "application/json"): OpenApiTypes.OBJECT,
-                   (200, "text/csv"): OpenApiTypes.STR})
+                   (200, "text/csv"): OpenApiTypes.STR,
+                   (200, "application/pdf"): OpenApiTypes.BINARY})
     def get(self, request: Request, pk: int) -> Response:
         contract = contract_for_user(request.user, pk)
         ledger = ledgers.read(contract, timezone.now())
         number = request.query_params.get("period")
         if number not in (None, ""):
             ledger = _one_period(ledger, number)
+        if request.accepted_renderer.format == "pdf":
+            return self._pdf(request, ledger, number)
         name = CSV_FORMATS.get(request.accepted_renderer.format)
         if name is None:
             return Response(statements.as_json(ledger))
@@ -58,10 +68,26 @@ class ContractStatements(APIView):
             f'attachment; filename="{exports.filename(contract, name)}"')
         return response
 
+    def _pdf(self, request: Request, ledger: ledgers.Ledger, number: str | None) -> Response:
+        language = request.query_params.get("lang") or translation.get_language()
+        if language not in dict(LANGUAGES):
+            raise serializers.ValidationError({"lang": [
+                _("lang must be one of %(known)s; got %(value)s.")
+                % {"known": ", ".join(dict(LANGUAGES)), "value": repr(language[:16])}]})
+        try:
+            body = pdf.render(ledger, language)
+        except pdf.PDFUnavailable as missing:
+            return Response({"detail": str(missing)}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        response = Response(body)
+        name = pdf.filename(ledger.contract, int(number) if number else None)
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        return response
+
     def finalize_response(self, request: Request, response: Response, *args, **kwargs):
         """A refusal is JSON, whatever format was asked for."""
         renderer = getattr(request, "accepted_renderer", None)
-        if response.status_code >= 400 and renderer is not None and renderer.format in CSV_FORMATS:
+        if response.status_code >= 400 and renderer is not None and renderer.format in (
+                *CSV_FORMATS, "pdf"):
             request.accepted_renderer, request.accepted_media_type = (
                 JSONRenderer(), JSONRenderer.media_type)
         return super().finalize_response(request, response, *args, **kwargs)

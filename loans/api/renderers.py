@@ -26,3 +26,16 @@ class UsageCSVRenderer(TableCSVRenderer):
     def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
         return super().render({"columns": self.COLUMNS, "rows": [
             [row[name] for name in self.COLUMNS] for row in data["rows"]]})
+
+
+class PDFRenderer(BaseRenderer):
+    """A PDF the view has rendered already (loans.services.exports.pdf): `?format=pdf` or
+    `Accept: application/pdf`."""
+
+    media_type = "application/pdf"
+    format = "pdf"
+    charset = None
+    render_style = "binary"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None) -> bytes:
+        return data if isinstance(data, bytes) else b""

@@ -173,7 +173,8 @@ class Statement(models.Model):
     def page_rows(self) -> int:
         """Rows the page's statement table gives it under its heading."""
         shared = len(self.shared_lines) + 1 if self.standalone_overage_cost is not None else 0
-        return len(self.corrections.all()) + 3 + self.upfront_fee_rows + shared
+        return (len(self.corrections.all()) + 3 + self.upfront_fee_rows + shared
+                + (1 if self.credit else 0))
 
     @property
     def sharing_saving(self) -> Decimal:

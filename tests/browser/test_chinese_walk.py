@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*[A-Za-z]")
 # Units, codes and product names that stay as they are in Chinese text.
 ALLOWED = {
-    "GPU", "GPUs", "MIG", "CSV", "API", "REST", "JSON", "CNY", "USD", "UTC", "ISO", "FOCUS",
+    "GPU", "GPUs", "MIG", "CSV", "API", "REST", "JSON", "CNY", "USD", "UTC", "ISO", "FOCUS", "PDF",
     "gpuloans", "NVIDIA", "HBM", "SXM", "PCIe", "HGX", "DGX", "Asia", "Shanghai", "Django",
     "Plotly",
     "P10", "P90", "ID", "URL", "Webhook", "webhook", "HTTPS", "HTTP", "Kubernetes", "Slurm",

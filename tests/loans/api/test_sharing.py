@@ -4,6 +4,7 @@ lead reads its own group's members and totals, never another group; nothing else
 
 import json
 import re
+import subprocess
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -169,6 +170,13 @@ def test_the_statements_api_shows_each_side_its_lines_and_the_saving(client, ope
     assert "Borrowed from NLP (org), at its committed rate" in page
     assert 'data-amount="300.0000"' in page and 'data-saving="60.0000"' in page
     assert 'data-total="1300.0000"' in page and 'data-borrowed="30.000000"' in page
+    # And the PDF the finance team files.
+    with time_machine.travel(at, tick=False):
+        printed = client.get(f"/api/v1/contracts/{borrower.pk}/statements?format=pdf&lang=en")
+    text = subprocess.run(["pdftotext", "-layout", "-", "-"], input=printed.content,
+                          capture_output=True, check=True).stdout.decode()
+    assert "Borrowed from NLP (org), at its committed rate" in text
+    assert "300.00 CNY" in text and "60.00 CNY" in text and "1,300.00 CNY" in text
     header, row = table.content.decode().splitlines()[:2]
     figures = dict(zip(header.split(","), row.split(","), strict=True))
     assert (figures["total_cost"], figures["borrowed_gpu_hours"], figures["sharing_cost"],

@@ -3,6 +3,7 @@ operators' amendments and terminations over the API."""
 
 import csv
 import io
+import subprocess
 from datetime import date, timedelta
 from decimal import Decimal
 
@@ -213,3 +214,52 @@ def test_a_statement_bills_in_its_currencys_minor_unit(client, lead, tenant, cur
     # FOCUS writes a decimal point even in yen (1.0): cost columns are decimals.
     assert [D(r["BilledCost"]) for r in focus if r["PricingCategory"] == "Standard"] == [
         D(overage)]
+
+
+def pdf_text(body: bytes) -> str:
+    """The PDF's text as pdftotext (Debian's poppler-utils) extracts it, thousands
+    separators dropped."""
+    done = subprocess.run(["pdftotext", "-layout", "-", "-"], input=body, capture_output=True,
+                          check=True)
+    return done.stdout.decode().replace(",", "")
+
+
+def api_figures(statement: dict) -> list[str]:
+    """Every figure of one statement of the statements API, as the page prints it: amounts
+    to the cent, GPU-hours to two places, rates as stored."""
+    found = [statement["total"], f"{Decimal(statement['allocated_gpu_hours']):.2f}"]
+    for line in statement["lines"]:
+        found += [line["amount"], f"{Decimal(line['gpu_hours']):.2f}", line["rate"]]
+        if line["kind"] == "correction":
+            found += [f"{Decimal(line['overage_before']['gpu_hours']):.2f}",
+                      f"{Decimal(line['overage_after']['gpu_hours']):.2f}"]
+    return found
+
+
+@pytest.mark.parametrize(("lang", "words"), [("en", ("Commitment", "Total", "Correction of")),
+                                              ("zh-hans", ("承诺量", "合计", "的更正"))])
+def test_the_pdf_holds_every_figure_of_the_statements_api(client, lead, billed, lang, words):
+    body = get(client, lead, billed).json()
+    printed = get(client, lead, billed, f"?format=pdf&lang={lang}")
+    assert printed.status_code == 200 and printed["Content-Type"] == "application/pdf"
+    assert printed["Content-Disposition"] == (
+        f'attachment; filename="vision-contract-{billed.pk}-statements.pdf"')
+    text = pdf_text(printed.content)
+    for statement in body["statements"]:
+        missing = [f for f in api_figures(statement) if f not in text]
+        assert missing == [], (lang, statement["number"], missing)
+    assert all(word in text for word in words), (lang, text[:400])
+
+
+def test_one_periods_pdf_by_accept_header_and_bad_languages_answer_json(client, lead, billed):
+    client.force_login(lead)
+    with time_machine.travel(MAR + timedelta(days=1), tick=False):
+        one = client.get(f"/api/v1/contracts/{billed.pk}/statements?period=1",
+                         HTTP_ACCEPT="application/pdf", HTTP_ACCEPT_LANGUAGE="zh-hans")
+        bad = client.get(f"/api/v1/contracts/{billed.pk}/statements?format=pdf&lang=xx")
+    assert one.status_code == 200 and one["Content-Type"] == "application/pdf"
+    assert one["Content-Disposition"].endswith('period-1.pdf"')
+    text = pdf_text(one.content)
+    assert "1360.00" in text and "1120.00" in text  # period 1's and the one correcting it
+    assert bad.status_code == 400 and bad["Content-Type"] == "application/json"
+    assert "lang must be one of en, zh-hans" in bad.json()["lang"][0]

@@ -243,6 +243,11 @@ def test_the_lead_reads_the_floor_its_credit_and_the_longest_waits(client, visio
     assert 'data-below="1"' in html and "93.95% of the time" in html
     assert "the contract guarantees 95%" in html and "short 45.00 GPU-h" in html
     assert "service credit of 100.00 CNY" in html and 'data-figure="credit"' in html
+    # The statement's own rows carry the credit too: without it they did not add up to the
+    # total the page printed under them.
+    rows = html[html.index('id="statement-list"'):]
+    assert 'data-credit="-100' in rows and ("Service credit: availability 93.95% against 95% "
+                                             "guaranteed, 10% of the committed cost") in rows
     waits_table = html[html.index('id="waits"'):html.index("</table>", html.index('id="waits"'))]
     assert waits_table.index('data-job="1"') < waits_table.index('data-job="2"')  # longest first
     assert "保障" in chinese.content.decode() and "93.95%" in chinese.content.decode()
