@@ -31,8 +31,9 @@ app.conf.beat_schedule = {
     "sync-directory": {"task": "loans.tasks.sync_directory", "schedule": crontab(minute=27)},
     "flush-outbox": {"task": "loans.tasks.flush_outbox", "schedule": 60.0},
     "recommend": {"task": "loans.tasks.recommend", "schedule": crontab(minute=37, hour=2)},
+    # Just after UTC midnight: it also pools the day's forecast band before the pages ask.
     "measure-band-coverage": {"task": "loans.tasks.measure_band_coverage",
-                              "schedule": crontab(minute=12, hour=1)},
+                              "schedule": crontab(minute=5, hour=0)},
     "purge-kept-files": {"task": "loans.tasks.purge_kept_files",
                          "schedule": crontab(minute=47)},
 }

@@ -17,12 +17,15 @@ variance = iid x h + level x h^2 on mean squares).
 
 Where the fleet has fewer than MIN_SCORES errors near a horizon (a young fleet, a long
 horizon), PRIOR is used there: the same quantiles, measured by bench/forecast.py on its
-synthetic young fleets and public traces. A team's own errors alone are not used: measured on
-the bench's seasoned fleet they covered the period 63% of the time at 16-29 days left, the
-fleet's scaled 84% (a team's last eight weeks seldom hold the level shift its next month has).
+synthetic young fleets and the demo's teams; past the fleet's longest measured horizon it is
+stretched as the fleet's quantiles there stand to PRIOR's (within STRETCH), and widened by
+BEYOND. A fleet of under MIN_TEAMS teams with errors gets PRIOR whole. A team's own errors
+alone are not used: measured on the bench's seasoned fleet they held the period 63% of the
+time at 16-29 days left, the fleet's scaled 85% (a team's last eight weeks seldom hold the
+level shift its next month has).
 
-`coverage` is not a constant: the fleet's own past says it (loans.services.ledger.forecasting,
-measured daily by the band_coverage job).
+The band's coverage is not a constant: `backtest` replays it on the fleet's own past, and a
+daily job stores what it measured (loans.services.ledger.forecasting.measure_coverage).
 """
 
 import math

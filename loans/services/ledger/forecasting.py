@@ -41,7 +41,8 @@ def fleet_prior(now: datetime) -> forecast.Spread:
 
 def measure_coverage(now: datetime) -> dict[str, forecast.Coverage]:
     """Measure the band's coverage on the fleet's last forecast.CHECKED days of rolling
-    origins, and store it for today (a second run the same day replaces it)."""
+    origins, and store it for today (a second run the same day replaces it); the day's fleet
+    band is pooled and cached on the way."""
     midnight = _midnight(now)
     teams = usage.daily_allocated(
         midnight - forecast.CALIBRATION - timedelta(days=forecast.CHECKED), midnight)
@@ -52,6 +53,7 @@ def measure_coverage(now: datetime) -> dict[str, forecast.Coverage]:
                 measured_on=midnight.date(), bucket=bucket,
                 defaults={"inside": found.inside, "forecasts": found.forecasts})
     cache.delete(COVERAGE_KEY)
+    fleet_prior(now)  # the day's band, pooled here rather than at the day's first page view
     return measured
 
 

@@ -53,7 +53,8 @@ def test_a_fleet_too_young_to_pool_gets_the_benchs_prior(db):
     assert fleet_prior(MIDNIGHT) == forecast.PRIOR
 
 
-def test_the_daily_job_stores_the_coverage_the_backtest_measures(db, capsys):
+def test_the_daily_job_stores_the_coverage_the_backtest_measures(db, capsys,
+                                                                 django_assert_num_queries):
     rng = random.Random(3)
     fleet = {f"t{k}": [max(0.0, rng.gauss(100, 30)) for _ in range(84)] for k in range(4)}
     meter(fleet)
@@ -65,6 +66,8 @@ def test_the_daily_job_stores_the_coverage_the_backtest_measures(db, capsys):
     assert stored == {b: (c.inside, c.forecasts) for b, c in found.items()}
     assert all(c.forecasts >= forecast.MIN_FORECASTS for c in found.values())
     assert measured_coverage() == found
+    with django_assert_num_queries(0):  # the job pooled the day's band: no page pays for it
+        assert fleet_prior(MIDNIGHT + timedelta(hours=2)).own
     measure_coverage(MIDNIGHT + timedelta(hours=5))  # the same day again: replaced
     assert BandCoverage.objects.count() == 3
     call_command("measure_band_coverage")
