@@ -30,3 +30,19 @@ def test_every_trace_type_the_charts_draw_is_in_the_bundle():
     drawn = set(re.findall(r'"type": "(\w+)"', source)) - {"category", "date", "rect", "linear",
                                                             "log", "line"}
     assert {"scatter", "bar", "heatmap"} <= drawn <= registered, drawn - registered
+
+
+def test_the_bundle_names_no_address_it_would_load_from():
+    """The pages load nothing from the internet: the bundle's two defaults that name one (map
+    outlines from a CDN, Chart Studio) are emptied by scripts/vendor-plotly, and no other
+    address is one a chart loads (the rest are licences, namespaces and help links in
+    messages; the one link, to plotly.com on the toolbar's logo, is a link, and the pages
+    turn the logo off)."""
+    bundle = BUNDLE.read_text()
+    assert "cdn." not in bundle and "cloud.plotly.com" not in bundle
+    assert 'topojsonURL:{valType:"string",noBlank:!1,dflt:""}' in bundle
+    assert 'plotlyServerURL:{valType:"string",dflt:""}' in bundle
+    loaded = set(re.findall(r'(?:src|url|URL)\s*[:=]\s*"(https?://[^"]+)"', bundle))
+    assert loaded == set(), loaded
+    charts = (BUNDLE.parent.parent / "js" / "charts.js").read_text()
+    assert "displaylogo: false" in charts and 'plotlyServerURL: ""' in charts

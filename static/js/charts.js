@@ -5,7 +5,9 @@
   // Plotly's toolbar sits top right, beside titles that start on the left (the figures'
   // layout, loans.web.charts); a phone (no pointer to hover with) gets no toolbar at all.
   var phone = window.matchMedia("(max-width: 600px)").matches;
-  var config = { displaylogo: false, responsive: true, displayModeBar: phone ? false : "hover" };
+  // No address on the internet: no Chart Studio link, no map outlines (static/vendor has none).
+  var config = { displaylogo: false, responsive: true, displayModeBar: phone ? false : "hover",
+                 showEditInChartStudio: false, plotlyServerURL: "", topojsonURL: "" };
 
   function draw(element, figure) {
     if (!window.Plotly) { return; }  // not (yet) loaded: the box keeps saying so
