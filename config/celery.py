@@ -30,6 +30,8 @@ app.conf.beat_schedule = {
     # Does nothing unless LDAP_SERVER_URI is set.
     "sync-directory": {"task": "loans.tasks.sync_directory", "schedule": crontab(minute=27)},
     "flush-outbox": {"task": "loans.tasks.flush_outbox", "schedule": 60.0},
+    "deliver-notices": {"task": "loans.tasks.deliver_notices", "schedule": 60.0},
+    "write-digests": {"task": "loans.tasks.write_digests", "schedule": crontab(minute=3)},
     "recommend": {"task": "loans.tasks.recommend", "schedule": crontab(minute=37, hour=2)},
     # Just after UTC midnight: it also pools the day's forecast band before the pages ask.
     "measure-band-coverage": {"task": "loans.tasks.measure_band_coverage",

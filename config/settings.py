@@ -483,6 +483,14 @@ ALERT_OVERAGE_PERCENT = env_int("ALERT_OVERAGE_PERCENT", 5)
 ALERT_UNUSED_PERCENT = env_int("ALERT_UNUSED_PERCENT", 20)
 NODE_SILENT_AFTER_SECONDS = env_int("NODE_SILENT_AFTER_SECONDS", 3 * 60, minimum=1)
 ALERT_EMAILS = env_list("ALERT_EMAILS", [])
+# Where people reach the pages: the links in e-mails, chat messages and digests.
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The digests (loans.services.alerts.notices): the daily one at this UTC hour, the weekly one
+# on this weekday (0 is Monday) at the same hour. A notice that fails is tried again with a
+# doubling wait (30 s to an hour) up to NOTICE_MAX_ATTEMPTS times.
+DIGEST_HOUR = env_int("DIGEST_HOUR", 7)
+DIGEST_WEEKDAY = env_int("DIGEST_WEEKDAY", 0)
+NOTICE_MAX_ATTEMPTS = env_int("NOTICE_MAX_ATTEMPTS", 30, minimum=1)
 WEBHOOK_TIMEOUT_SECONDS = env_int("WEBHOOK_TIMEOUT_SECONDS", 10, minimum=1)
 # Webhooks go to public addresses only; list networks here to allow private ones too
 # ("10.20.0.0/16,fd00:1::/64"), for receivers inside the cluster.

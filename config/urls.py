@@ -20,6 +20,7 @@ from loans.web import bursts as views_bursts
 from loans.web import buy as views_buy
 from loans.web import fleet as views_fleet
 from loans.web import heatmap, views
+from loans.web import notifications as views_notifications
 from loans.web import overage as views_overage
 from loans.web import sso as views_sso
 from loans.web import tokens as views_tokens
@@ -110,6 +111,9 @@ urlpatterns += i18n_patterns(
     path("audit/", views_audit.audit_page, name="audit"),
     path("audit.csv", views_audit.audit_csv, name="audit-csv"),
     path("tokens/", views_tokens.tokens_page, name="api-tokens"),
+    path("notifications/", views_notifications.page, name="notifications"),
+    path("notifications/channels/<int:pk>/remove/", views_notifications.remove_channel,
+         name="channel-remove"),
     path("tokens/<int:pk>/revoke/", views_tokens.revoke, name="api-token-revoke"),
     path("advise/", views_advise.operators_page, name="advise"),
     path("tenants/<slug:slug>/advise/", views_advise.tenant_page, name="tenant-advise"),

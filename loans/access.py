@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 from rest_framework.exceptions import PermissionDenied
 
 from core.roles import OPERATORS, is_operator, may  # noqa: F401 - asked here by the apps
-from loans.models import ApiToken, Contract, Membership, SharingGroup, Tenant
+from loans.models import ApiToken, Channel, Contract, Membership, SharingGroup, Tenant
 
 
 def tenants_for(user) -> QuerySet[Tenant]:
@@ -134,6 +134,9 @@ READS = {
                                                  "the sharing group's figures.")),
     "read-group-members": (_operator, _("Only operators see every member's figures.")),
     "ask-advice": (_lead_or_operator, _("Only the tenant's leads ask this.")),
+    # a tenant's chat channels (None: the operators' own, for operators only)
+    "manage-channels": (_lead_or_operator, _("Only the tenant's leads and operators change its "
+                                             "chat channels.")),
     "read-audit": (_lead_or_operator, _("Only the tenant's leads and operators read its "
                                         "audit log.")),
 }
@@ -147,6 +150,16 @@ def api_tokens_for(user) -> QuerySet:
     if is_operator(user):
         return tokens
     return tokens.filter(user=user) if user.is_authenticated else tokens.none()
+
+
+def channels_for(user) -> QuerySet[Channel]:
+    """The chat channels a caller may see and remove: operators every one; a lead those of
+    the tenants they lead; nobody else any."""
+    if not user.is_authenticated:
+        return Channel.objects.none()
+    if is_operator(user):
+        return Channel.objects.all()
+    return Channel.objects.filter(tenant__in=tenants_led_by(user))
 
 
 def allowed(user, action: str, tenant_id: int | None = None) -> bool:

@@ -10,6 +10,7 @@ from core.admin import DatedAdmin, ReadOnlyAdmin, ReadOnlyInline
 from core.admin_figures import FiguresAdmin, FiguresInline, written
 from loans import (
     admin_guarantee,  # noqa: F401 - registers the contracts' holds
+    admin_notices,  # noqa: F401 - registers the channels and notices
     admin_sharing,  # noqa: F401 - registers the sharing groups' pages
 )
 from loans.admin_ledger import AmendmentInline

@@ -9,7 +9,7 @@ from loans import schedulers
 from loans.services import bursts
 from loans.services.advice import kept_files
 from loans.services.advice.standalone import refresh_recommendations
-from loans.services.alerts import notify
+from loans.services.alerts import delivery, digest, notices, notify
 from loans.services.alerts.conditions import evaluate_alerts
 from loans.services.guarantee import holds
 from loans.services.ledger import forecasting
@@ -22,8 +22,11 @@ RETRY = {"autoretry_for": (Exception,), "retry_backoff": True, "max_retries": 5}
 @shared_task(**RETRY)
 def close_periods() -> str:
     """Write the statements that are due (hourly, from beat). Each statement is written in
-    one transaction, so a failed run leaves none half-written and the retry resumes."""
-    run = close_due_periods(timezone.now())
+    one transaction, so a failed run leaves none half-written and the retry resumes. Each
+    tenant's leads are sent their new statements with the PDF (their choice)."""
+    now = timezone.now()
+    run = close_due_periods(now)
+    notices.for_statements(run.written, now)
     return f"{len(run.written)} statements written over {run.contracts} contracts"
 
 
@@ -82,6 +85,21 @@ def flush_outbox() -> str:
     """Queue the jobs that waited for the broker (every minute, from beat)."""
     queued, waiting = notify.flush_outbox()
     return f"{queued} queued, {waiting} still waiting"
+
+
+@shared_task
+def deliver_notices() -> str:
+    """Send the notices due: alerts to people and channels, statements, digests (every minute,
+    from beat, and as soon as a new notice commits). A notice that fails waits its turn."""
+    sent, failed = delivery.deliver_due(timezone.now())
+    return f"{sent} sent, {failed} failed"
+
+
+@shared_task(**RETRY)
+def write_digests() -> str:
+    """Write the daily and weekly digests once their hour has come (hourly, from beat); a
+    digest already written that day is not written again."""
+    return f"{digest.write_due(timezone.now())} digests written"
 
 
 # Receivers may be down for a while: back off up to an hour between tries, for about a day.

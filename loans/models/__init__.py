@@ -1,7 +1,7 @@
 """Tenants, their members, the plan catalogue, contracts and their amendments, statements and
 their correction lines, alerts, the forecast band's measured coverage, recommendations, API
-tokens, jobs waiting for the broker, the changes made to Slurm's limits and the intervals
-gpuloans held a contract."""
+tokens, chat channels and who is told what, jobs waiting for the broker, the changes made to
+Slurm's limits and the intervals gpuloans held a contract."""
 
 from loans.models.admission import OveragePolicy, policies_of, policy_of
 from loans.models.alerts import Alert
@@ -21,6 +21,7 @@ from loans.models.fields import (
 from loans.models.forecasting import BandCoverage
 from loans.models.guarantee import ContractHold
 from loans.models.identity import DirectoryAccount
+from loans.models.notices import Channel, Notice, NoticeProfile, RequiredAlert, Timing
 from loans.models.outbox import PendingTask
 from loans.models.plans import Plan
 from loans.models.recommendations import Recommendation
@@ -34,7 +35,7 @@ __all__ = [
     "BandCoverage", "DirectoryAccount",
     "MAX_HOURS_PER_PERIOD", "MAX_TERM_MONTHS", "Alert", "Amendment", "ApiToken", "BurstEvent",
     "BurstRequest", "Contract", "ContractHold", "CorrectionLine", "Membership", "OveragePolicy",
-    "PendingTask",
+    "PendingTask", "Channel", "Notice", "NoticeProfile", "RequiredAlert", "Timing",
     "Plan", "policies_of", "policy_of", "Recommendation", "SlurmAccountHold", "SlurmLimitChange",
     "GroupStatement", "SharingGroup", "SharingLine", "SharingMember", "Statement", "Tenant",
     "Terms", "currency_validator",

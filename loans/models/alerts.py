@@ -24,6 +24,7 @@ class Alert(models.Model):
         GROUP_RUNNING_OUT = "group_running_out", _("sharing group running out")
         ALL_LENT = "all_lent", _("unused hours all lent")
         GUARANTEE_AT_RISK = "guarantee_at_risk", _("guarantee at risk")
+        CHANNEL_FAILING = "channel_failing", _("chat channel failing")
 
     class State(models.TextChoices):
         OPEN = "open", _("open")

@@ -36,9 +36,9 @@ from loans.models import (
 from loans.services import exports
 from loans.services.advice import decisions
 from loans.services.exports import periods
-from loans.services.ledger import bills, dashboard, overage, pooled
+from loans.services.ledger import bills, dashboard, overage, pooled, verdict
 from loans.services.ledger import read as ledgers
-from loans.web import charts, verdict
+from loans.web import charts
 from loans.web.advice_card import recommendations_of
 from loans.web.bursts import form_for as burst_form_for
 from loans.web.bursts import queue_places

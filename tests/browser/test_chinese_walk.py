@@ -35,6 +35,10 @@ ALLOWED = {
     "Kueue", "Pod", "Workload", "ResourceQuota", "ClusterQueue", "Secret", "CA", "https",
     # Sign-in protocols and their terms, named as their standards name them.
     "OpenID", "Connect", "OIDC", "DN",
+    # Chat services and their Apprise URL schemes, as the services and Apprise name them; a
+    # channel's name in an example (#gpu-team).
+    "Apprise", "Microsoft", "Teams", "slack", "workflows", "feishu", "lark", "dingtalk",
+    "wecombot", "discord", "tgram", "gpu-team",
     # Columns of the history files the advice reads, typed as they are (ts,gpus; sacct's).
     "ts", "gpus", "sacct", "JobID", "Account", "User", "Start", "End", "AllocTRES",
 }
@@ -116,6 +120,7 @@ def test_every_page_reads_chinese_in_zh_hans(live_server, page, story):
     for path in ["/zh-hans/tenants/vision/", "/zh-hans/tenants/vision/?period=1",
                  "/zh-hans/tenants/vision/?period=all", "/zh-hans/tenants/vision/buy-vs-loan/",
                  "/zh-hans/accounts/password_change/", "/zh-hans/tokens/",
+                 "/zh-hans/notifications/",
                  "/zh-hans/tenants/vision/audit/",
                  "/zh-hans/no-such-page/"]:
         page.goto(live_server.url + path)

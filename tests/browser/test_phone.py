@@ -5,7 +5,8 @@ from datetime import date, timedelta
 
 import pytest
 
-from loans.models import Contract, SharingGroup
+from loans.models import Channel, Contract, SharingGroup
+from loans.services.alerts import channels
 from loans.services.alerts.conditions import evaluate_alerts
 from loans.services.ledger import sharing
 from loans.services.ledger.closing import close_due_periods
@@ -15,6 +16,7 @@ from tests.story import NOW
 pytestmark = pytest.mark.browser
 
 PHONE = {"width": 390, "height": 844}
+SLACK = "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7"
 WIDTHS = """() => ({page: document.documentElement.scrollWidth, view: window.innerWidth})"""
 HEADER = """() => {
   const bar = document.querySelector(".site-header").getBoundingClientRect();
@@ -44,6 +46,7 @@ def phone(browser):
                                            ("lead", "/zh-hans/tenants/vision/"),
                                            ("operator", "/en/advise/"),
                                            ("lead", "/zh-hans/tokens/"),
+                                           ("lead", "/zh-hans/notifications/"),
                                            ("operator", "/en/audit/"),
                                            ("lead", "/zh-hans/tenants/vision/audit/"),
                                            ("operator",
@@ -57,6 +60,9 @@ def test_no_page_scrolls_sideways_on_a_phone(live_server, phone, lead, operator,
         sharing.join(group, member, by=None, now=NOW - timedelta(days=60))
     close_due_periods(NOW)
     evaluate_alerts(NOW)
+    shown = channels.parse(SLACK)  # a long masked URL in the channels' table
+    Channel.objects.create(tenant=contract.tenant, name="#gpu-team", url=shown.url,
+                           service=shown.service, shown=shown.shown)
     path = path.format(contract=contract.pk)
     log_in(phone, live_server.url, who, path)
     phone.goto(live_server.url + path)

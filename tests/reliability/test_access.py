@@ -184,6 +184,12 @@ TABLE = {
     "api-tokens": ("GET", "/en/tokens/", {"*": 200, "anonymous": LOGIN, "agent": LOGIN}),
     "api-token-revoke": ("POST", "/en/tokens/999999/revoke/",
                          {"*": 404, "anonymous": LOGIN, "agent": LOGIN}),
+    # Everyone's own choices; a lead's tenants' channels, operators every one
+    # (tests/loans/web/test_notifications_page.py).
+    "notifications": ("GET", "/en/notifications/", {"*": 200, "anonymous": LOGIN,
+                                                      "agent": LOGIN}),
+    "channel-remove": ("POST", "/en/notifications/channels/999999/remove/",
+                       {"*": 404, "anonymous": LOGIN, "agent": LOGIN}),
     "tenant-advise": ("GET", "/en/tenants/vision/advise/",
                       {"*": LOGIN, "member": 403, "outsider": 404, "lead": 200,
                        "operator": 200}),

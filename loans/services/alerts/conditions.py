@@ -13,7 +13,7 @@ from django.utils.translation import gettext_noop
 
 from core.wording import Wording, worded
 from loans.models import Alert, Contract, Tenant, policy_of
-from loans.services.alerts import guarantee
+from loans.services.alerts import channels, guarantee
 from loans.services.alerts.condition import Condition
 from loans.services.alerts.notify import notify_alert
 from loans.services.ledger import bills, dashboard, pooled
@@ -315,7 +315,8 @@ def conditions(now: datetime) -> list[Condition]:
     found = [c for contract in contracts for c in contract_conditions(contract, now, pools)]
     return (found + idle_conditions(now, contracts) + node_conditions(now)
             + refusal_conditions(now) + mismatch_conditions(now) + group_conditions(now)
-            + guarantee.guarantee_conditions(now, contracts))
+            + guarantee.guarantee_conditions(now, contracts)
+            + channels.failing_conditions(now))
 
 
 def group_conditions(now: datetime) -> list[Condition]:

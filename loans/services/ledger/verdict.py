@@ -11,6 +11,8 @@ from zoneinfo import ZoneInfo
 
 from django.utils.translation import gettext as _
 
+from loans.services.ledger import bills, dashboard, pooled
+from loans.services.ledger import read as ledgers
 from loans.services.ledger.bills import Bill
 from loans.templatetags.gpuloans import figure
 
@@ -71,3 +73,28 @@ def verdict(*, projected: Bill, exhaustion: datetime | None, now: datetime, zone
             "recommended": figure(best.recommended), "money": _whole(best.expected_saving),
             "currency": best.currency}
     return Verdict(heading, action, tone)
+
+
+@dataclass(frozen=True)
+class OpenPeriod:
+    contract: object
+    figures: object  # loans.maths.figures.PeriodFigures
+    verdict: Verdict
+
+
+def open_period(contract, now: datetime) -> OpenPeriod | None:
+    """The contract's open period as its page shows it: the figures its burn-down is drawn
+    from and the verdict above them (the digest's words and picture); None where no period
+    is open now."""
+    ledger = ledgers.read(contract, now)
+    entry = ledger.current
+    if entry is None or entry.state != "open":
+        return None
+    found = dashboard.figures(contract, entry.period, now, entry)
+    pool = pooled.pool_of(contract, now, ledger.groups)
+    projected = bills.projected(contract.pk, entry.terms, entry.period,
+                                found.projected_used_gpu_hours, pool, entry.credit)
+    said = verdict(projected=projected, exhaustion=found.projected_exhaustion, now=now,
+                   zone=contract.zone,
+                   recommendations=list(contract.recommendations.filter(state="open")))
+    return OpenPeriod(contract, found, said)
