@@ -65,10 +65,11 @@ def language_of(profile: NoticeProfile | None) -> str:
     return profile.language if profile else settings.LANGUAGE_CODE
 
 
-def leads_of(tenant_id: int):
+def leads(**where):
+    """Active leads with an address (of the tenant `where` names, or of any)."""
     return get_user_model().objects.filter(
-        is_active=True, memberships__tenant_id=tenant_id,
-        memberships__role=Membership.Role.LEAD).exclude(email="").distinct()
+        is_active=True, memberships__role=Membership.Role.LEAD,
+        **{f"memberships__{k}": v for k, v in where.items()}).exclude(email="").distinct()
 
 
 def operators():
@@ -79,7 +80,7 @@ def operators():
 def people_for(tenant_id: int | None):
     """Who is told of a tenant's events as a person: its leads; the operators where no tenant
     owns the event."""
-    people = leads_of(tenant_id) if tenant_id else operators()
+    people = leads(tenant_id=tenant_id) if tenant_id else operators()
     return list(people.select_related("notice_profile"))
 
 
@@ -90,18 +91,14 @@ def profile_of(user) -> NoticeProfile | None:
         return None
 
 
-def personal_addresses(tenant_id: int | None) -> set[str]:
-    """The addresses of the people told by their own choices (a tenant's shared alert
-    addresses leave these out: the person's choice decides)."""
-    return {u.email.lower() for u in people_for(tenant_id)}
-
-
-def for_alert(alert: Alert, event: str, now: datetime | None = None) -> list[Notice]:
-    """The alert event's notices, in the caller's transaction; delivered once it commits."""
+def for_alert(alert: Alert, event: str, now: datetime | None = None,
+              people: list | None = None) -> list[Notice]:
+    """The alert event's notices, in the caller's transaction; delivered once it commits
+    (`people`: people_for(alert.tenant_id), where the caller has read them already)."""
     now = now or timezone.now()
     required = required_kinds()
     notices = []
-    for user in people_for(alert.tenant_id):
+    for user in people_for(alert.tenant_id) if people is None else people:
         when = timing(profile_of(user), alert.kind, required)
         if when == Timing.NEVER:
             continue

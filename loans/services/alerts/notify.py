@@ -49,9 +49,11 @@ def notify_alert(alert: Alert, event: str) -> None:
     tenant = alert.tenant
     state = "resolved" if event == "resolved" else alert.get_kind_display()
     subject = f"[gpuloans] {tenant.name if tenant else 'fleet'}: {state}"
+    # The people told by their own choices: the shared addresses leave theirs out.
+    people = notices.people_for(alert.tenant_id)
     notify_later(tenant, subject, f"{alert.message}\n\n{alert.subject}", payload(alert, event),
-                 frozenset(notices.personal_addresses(alert.tenant_id)))
-    notices.for_alert(alert, event)
+                 frozenset(u.email.lower() for u in people))
+    notices.for_alert(alert, event, people=people)
 
 
 def email(recipients: list[str], subject: str, text: str) -> int:

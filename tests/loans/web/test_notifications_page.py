@@ -5,6 +5,9 @@ import pytest
 
 from loans.models import Alert, Channel, NoticeProfile
 
+# The kinds migration 0037 makes required (tests/conftest.py: required_alerts).
+pytestmark = pytest.mark.usefixtures("required_alerts")
+
 SLACK = "slack://T1JJ3T3L2/A1BRTD4JD/TIiajkdnlazkcOXrIdevi7"
 SECRET = "TIiajkdnlazkcOXrIdevi7"
 
@@ -105,14 +108,3 @@ def test_an_unknown_action_changes_nothing(client, lead):
     answer = client.post("/en/notifications/", {"action": "<script>"})
     assert answer.status_code == 400 and b"<script>" not in answer.content
     assert not NoticeProfile.objects.exists()
-
-
-@pytest.fixture(autouse=True)
-def _required(request):
-    """The kinds migration 0037 makes required (a transactional test elsewhere flushes the
-    migration's rows, so each test here writes them)."""
-    if "db" in request.fixturenames or request.node.get_closest_marker("django_db"):
-        from loans.models import RequiredAlert  # noqa: PLC0415
-
-        for kind in ("guarantee_at_risk", "budget_used"):
-            RequiredAlert.objects.get_or_create(kind=kind)

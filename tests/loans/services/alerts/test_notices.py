@@ -20,6 +20,9 @@ from loans.web import charts
 from tests.conftest import make_user
 from tests.ledger import attribute, meter
 
+# The kinds migration 0037 makes required (tests/conftest.py: required_alerts).
+pytestmark = pytest.mark.usefixtures("required_alerts")
+
 MONDAY = datetime(2026, 12, 7, 0, 0, tzinfo=UTC)
 K = Alert.Kind
 
@@ -255,14 +258,3 @@ def test_send_notices_writes_the_due_digests_and_sends_once(tenant, contract):
     picture = next(a for a in mail.outbox[0].attachments if hasattr(a, "get_content_type"))
     assert picture.get_content_type() == "image/png"
     assert picture["Content-ID"] == f"<burndown-{contract.pk}>"
-
-
-@pytest.fixture(autouse=True)
-def _required(request):
-    """The kinds migration 0037 makes required (a transactional test elsewhere flushes the
-    migration's rows, so each test here writes them)."""
-    if "db" in request.fixturenames or request.node.get_closest_marker("django_db"):
-        from loans.models import RequiredAlert  # noqa: PLC0415
-
-        for kind in ("guarantee_at_risk", "budget_used"):
-            RequiredAlert.objects.get_or_create(kind=kind)
