@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import time_machine
 from django.contrib import admin
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from loans.models import Contract, Tenant
+from loans.models import Contract, SharingGroup, SharingMember, Tenant
 from loans.services.ledger.closing import close_due_periods
 from metering.models import Gpu, Node, UsageSample
 from metering.models.nodes import default_cluster
@@ -80,6 +80,35 @@ def test_the_tenant_page_at_month_12(client, lead, contract, measured):
         measured["tenant page, month 12"] = queries(client, "/en/tenants/vision/")
         measured["tenant periods.csv, month 12"] = queries(
             client, "/en/tenants/vision/periods.csv")
+
+
+def grouped_close_queries(plan, groups: int, members: int) -> tuple[int, int]:
+    """The queries and statements of the first close of `groups` sharing groups of `members`
+    contracts each, 11 periods due each (rolled back afterwards); on SQLite, the queries other
+    than INSERTs."""
+    with transaction.atomic():
+        contracts(plan, groups * members)
+        made = [SharingGroup.objects.create(name=f"org-{k}", currency="CNY")
+                for k in range(groups)]
+        for k, contract in enumerate(Contract.objects.order_by("pk")):
+            SharingMember.objects.create(group=made[k % groups], contract=contract,
+                                         joins_at=contract.periods()[0].start)
+        with CaptureQueriesContext(connection) as captured:
+            written = len(close_due_periods(datetime.now(UTC)).written)
+        transaction.set_rollback(True)
+    # SQLite binds at most 999 values a statement: Django splits its INSERTs to fit.
+    reads = [q for q in captured.captured_queries if not q["sql"].startswith("INSERT")]
+    return (len(captured.captured_queries) if connection.vendor == "postgresql" else len(reads),
+            written)
+
+
+def test_the_close_reads_and_writes_a_group_at_once(plan, measured):
+    """The close's queries grow with the sharing groups, not with their members."""
+    with time_machine.travel(MONTH_12, tick=False):
+        counts = {members: grouped_close_queries(plan, 2, members) for members in (2, 5)}
+    assert counts[2][1] == 2 * 2 * 11 and counts[5][1] == 2 * 5 * 11, counts
+    assert counts[2][0] == counts[5][0], counts
+    measured["close, 2 groups"] = counts[2][0]
 
 
 def test_the_fleet_page_does_not_grow_with_contracts(client, operator, plan, contract, measured):

@@ -352,10 +352,11 @@ class Contract(ContractChecks, models.Model):
         known = self.__dict__.get("_terms_read")
         if known is not None and 0 <= last < len(known):
             return known[:last + 1]
-        out = self._work_out_terms(last)
-        if "_amendments_read" in self.__dict__:
-            self._terms_read = out
-        return out
+        if "_amendments_read" not in self.__dict__:
+            return self._work_out_terms(last)
+        out = self._work_out_terms(max(last, self.term_count() - 1))  # every period, once
+        self._terms_read = out
+        return out[:last + 1]
 
     def _work_out_terms(self, last: int) -> list[Terms]:
         count = self.term_count()

@@ -137,7 +137,7 @@ Span = tuple[int, datetime, datetime]  # a tenant, and [start, end)
 # One row per span (a key, its tenant, the two starts a and b, the first of them and the end),
 # joined to the tenant-hours it covers: every span's sums since a and since b in one grouped
 # query, each hour read once.
-SUMS = """
+NESTED_SUMS = """
     SUM(CASE WHEN h.hour >= s.a THEN h.allocated_gpu_s END),
     SUM(CASE WHEN h.hour >= s.a THEN h.busy_gpu_s END),
     SUM(CASE WHEN h.hour >= s.a THEN h.sample_count END),
@@ -145,6 +145,9 @@ SUMS = """
     SUM(CASE WHEN h.hour >= s.b THEN h.busy_gpu_s END),
     SUM(CASE WHEN h.hour >= s.b THEN h.sample_count END)
 """
+# Where a and b are one start (span_totals): the three sums, without the CASEs (a span's
+# hours are all since its start), a third of the time on a close's 1,100 spans.
+SUMS = "SUM(h.allocated_gpu_s), SUM(h.busy_gpu_s), SUM(h.sample_count)"
 SPAN_SUMS_SQL = """
     SELECT s.k, {sums}
     FROM {spans} JOIN metering_tenanthour h
@@ -171,8 +174,8 @@ def span_totals(spans: list[Span]) -> list[Totals]:
     """tenant_totals for each of many spans (the admin's current periods), summed by the
     database in one query whatever their number: the same hours (those that start in
     [start, end)), the same sums."""
-    return [whole for whole, _part in nested_totals(
-        [(tenant, start, start, end) for tenant, start, end in spans])]
+    return [whole for whole, _part in _nested(
+        [(tenant, start, start, end) for tenant, start, end in spans], SUMS)]
 
 
 def nested_totals(spans: list[tuple[int, datetime, datetime, datetime]]
@@ -180,29 +183,38 @@ def nested_totals(spans: list[tuple[int, datetime, datetime, datetime]]
     """For each (tenant, a, b, end), tenant_totals over [a, end) and over [b, end) (the fleet's
     periods so far and their trailing weeks), in one query whatever their number, each hour
     read once. Spans are of tenants, not of unattributed usage."""
+    return _nested(spans, NESTED_SUMS)
+
+
+def _nested(spans: list[tuple[int, datetime, datetime, datetime]], sums: str
+            ) -> list[tuple[Totals, Totals]]:
     found: dict[int, tuple] = {}
     for offset in range(0, len(spans), SPANS_PER_QUERY):
         chunk = [(offset + k, tenant, a, b, min(a, b), end) for k, (tenant, a, b, end)
                  in enumerate(spans[offset:offset + SPANS_PER_QUERY]) if min(a, b) < end]
         if chunk:
-            found.update(_span_sums(chunk))
+            found.update(_span_sums(chunk, sums))
     return [found.get(k, (NOTHING, NOTHING)) for k in range(len(spans))]
 
 
-def _span_sums(chunk: list[tuple]) -> dict[int, tuple[Totals, Totals]]:
+def _span_sums(chunk: list[tuple], sums: str) -> dict[int, tuple[Totals, Totals]]:
     if connection.vendor == "postgresql":
-        sql = SPAN_SUMS_POSTGRESQL.format(sums=SUMS)
+        sql = SPAN_SUMS_POSTGRESQL.format(sums=sums)
         params = [list(column) for column in zip(*chunk, strict=True)]
     else:
         rows = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(chunk))
         sql = (f"WITH s(k, tenant, a, b, first, last) AS (VALUES {rows}) "
-               + SPAN_SUMS_SQL.format(spans="s", sums=SUMS))
+               + SPAN_SUMS_SQL.format(spans="s", sums=sums))
         adapt = connection.ops.adapt_datetimefield_value
         params = [value for k, tenant, *moments in chunk
                   for value in (k, tenant, *map(adapt, moments))]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return {k: (_totals(*sums[:3]), _totals(*sums[3:])) for k, *sums in cursor.fetchall()}
+        out = {}
+        for k, *found in cursor.fetchall():
+            whole = _totals(*found[:3])
+            out[k] = (whole, _totals(*found[3:]) if len(found) > 3 else whole)
+        return out
 
 
 def _totals(allocated, busy, count) -> Totals:

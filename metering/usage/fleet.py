@@ -115,40 +115,65 @@ def tenant_coverage_in(tenant_id: int,
     missing before it came. But hours in which the meter heard none of the tenant's devices
     cannot tell "not there yet" from "not reporting": the GPUs first heard with the earliest
     report are expected from the range's start, and the silence before counts as missing."""
-    if not ranges:
-        return []
-    hours = [(floor_hour(start), end) for start, end in ranges]
-    carried = sums_in(GpuHour.objects.filter(tenant_id=tenant_id), "hour", hours, ("gpu_id",),
-                      rows=Count("pk"))
-    carrying = {gpu for found in carried for (gpu,) in found}
+    return tenants_coverage_in([(tenant_id, ranges)])[0]
+
+
+def tenants_coverage_in(asked: list[tuple[int, list[tuple[datetime, datetime]]]]
+                        ) -> list[list[Coverage]]:
+    """tenant_coverage_in for each of several tenants (a sharing group's members, closed
+    together), in four queries whatever their number."""
+    wanted_ranges = [(floor_hour(start), end) for _t, ranges in asked for start, end in ranges]
+    if not wanted_ranges:
+        return [[] for _a in asked]
+    tenants = {tenant for tenant, ranges in asked if ranges}
+    hours = sorted(set(wanted_ranges))
+    at = {span: k for k, span in enumerate(hours)}
+    carried = sums_in(GpuHour.objects.filter(tenant_id__in=tenants), "hour", hours,
+                      ("tenant_id", "gpu_id"), rows=Count("pk"))
+    carrying = {gpu for found in carried for (_tenant, gpu) in found}
     node_of = dict(Gpu.objects.filter(pk__in=carrying).values_list("id", "node_id"))
-    defaulting = set(Node.objects.filter(default_tenant_id=tenant_id).values_list("pk", flat=True))
-    gpus = list(Gpu.objects.filter(node_id__in=set(node_of.values()) | defaulting,
-                                   first_seen_at__lt=max(e for _s, e in ranges))
-                .values_list("id", "node_id", "first_seen_at"))
+    defaulting: dict[int, set[int]] = defaultdict(set)
+    for pk, tenant in Node.objects.filter(default_tenant_id__in=tenants).values_list(
+            "pk", "default_tenant_id"):
+        defaulting[tenant].add(pk)
+    last = max(end for _s, end in hours)
+    gpus = list(Gpu.objects.filter(
+        node_id__in=set(node_of.values()) | {n for nodes in defaulting.values() for n in nodes},
+        first_seen_at__lt=last).values_list("id", "node_id", "first_seen_at"))
     reported = sums_in(GpuHour.objects.filter(gpu_id__in=[g for g, _n, _f in gpus]), "hour",
                        hours, ("gpu_id",), seconds=Sum("reported_s"))
     out = []
-    for (start, end), found, seconds in zip(ranges, carried, reported, strict=True):
-        # The nodes that carried the tenant's usage in this range, or default to it.
-        wanted = {node_of[gpu] for (gpu,) in found} | defaulting
-        present = [(gpu_id, max(start, first_seen)) for gpu_id, node_id, first_seen in gpus
-                   if node_id in wanted and first_seen < end]
-        if not present:
-            out.append(Coverage(1.0, None))
-            continue
-        first_heard = min(since for _g, since in present)
-        expected = covered = 0.0
-        for gpu_id, since in present:
-            if floor_hour(since) <= floor_hour(first_heard):
-                since = start  # heard with the first report: the silence before was missed
-            span = (end - since).total_seconds()
-            expected += span
-            # A sample's interval can reach past the range; never count more than expected.
-            covered += min(seconds.get((gpu_id,), {}).get("seconds", 0.0), span)
-        out.append(Coverage(covered / expected if expected else 1.0,
-                            first_heard if first_heard > start else None))
+    for tenant, ranges in asked:
+        mine = []
+        for start, end in ranges:
+            k = at[(floor_hour(start), end)]
+            found = [gpu for (holder, gpu) in carried[k] if holder == tenant]
+            mine.append(_covered(start, end, found, node_of, defaulting[tenant], gpus,
+                                 reported[k]))
+        out.append(mine)
     return out
+
+
+def _covered(start: datetime, end: datetime, found: list[int], node_of: dict[int, int],
+             defaulting: set[int], gpus: list[tuple[int, int, datetime]], seconds: dict
+             ) -> Coverage:
+    # The nodes that carried the tenant's usage in this range, or default to it.
+    wanted = {node_of[gpu] for gpu in found} | defaulting
+    present = [(gpu_id, max(start, first_seen)) for gpu_id, node_id, first_seen in gpus
+               if node_id in wanted and first_seen < end]
+    if not present:
+        return Coverage(1.0, None)
+    first_heard = min(since for _g, since in present)
+    expected = covered = 0.0
+    for gpu_id, since in present:
+        if floor_hour(since) <= floor_hour(first_heard):
+            since = start  # heard with the first report: the silence before was missed
+        span = (end - since).total_seconds()
+        expected += span
+        # A sample's interval can reach past the range; never count more than expected.
+        covered += min(seconds.get((gpu_id,), {}).get("seconds", 0.0), span)
+    return Coverage(covered / expected if expected else 1.0,
+                    first_heard if first_heard > start else None)
 
 
 def gpus_by_model(since: datetime) -> dict[str, float]:

@@ -17,6 +17,7 @@ too (a period whose raw samples are purged keeps the credit it was billed).
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
 
 from django.conf import settings
 from django.db.models import Prefetch
@@ -130,9 +131,10 @@ class PeriodEntry:
         cost = self.cost
         return Billed(self.metered, cost.overage_gpu_hours, cost.overage_cost, credit=self.credit)
 
-    @property
+    @cached_property
     def cost(self) -> PeriodCost:
-        """Its cost at the usage the meter holds now: final once closed and corrected."""
+        """Its cost at the usage the meter holds now: final once closed and corrected (worked
+        out once: the close asks for it of every period for every statement it drafts)."""
         return self.terms.cost(self.metered)
 
     # What the periods table shows: in a sharing group, the money after sharing.
@@ -215,59 +217,88 @@ class Ledger:
         return next((e for e in self.entries if e.period.contains(self.now)), None)
 
 
-def _statements(contract: Contract, shared: bool) -> list[Statement]:
-    """Its statements with their correction lines, and their sharing lines where it has
-    been in a group (`shared`)."""
-    cached = getattr(contract, "_prefetched_objects_cache", {}).get("statements")
-    if cached is not None:
-        return sorted(cached, key=lambda s: s.period_index)
+def _statements(contracts: list[Contract], shared: bool) -> dict[int, list[Statement]]:
+    """Each contract's statements with their correction lines, and their sharing lines where
+    they have been in a group (`shared`), in order: three queries for them all."""
+    out: dict[int, list[Statement]] = {c.pk: [] for c in contracts}
+    todo = []
+    for contract in contracts:
+        cached = getattr(contract, "_prefetched_objects_cache", {}).get("statements")
+        if cached is not None:
+            out[contract.pk] = sorted(cached, key=lambda s: (s.period_index, s.pk))
+        else:
+            todo.append(contract.pk)
+    if not todo:
+        return out
     lines = [Prefetch("corrections", queryset=CorrectionLine.objects.order_by("period_index"))]
     if shared:
         lines.append(Prefetch("sharing_lines", queryset=SharingLine.objects.select_related(
             "counterpart__tenant", "group")))
-    return list(Statement.objects.filter(contract=contract).prefetch_related(*lines)
-                .order_by("period_index"))
+    for statement in (Statement.objects.filter(contract_id__in=todo).prefetch_related(*lines)
+                      .order_by("contract_id", "period_index", "pk")):
+        out[statement.contract_id].append(statement)
+    return out
 
 
 def read(contract: Contract, now: datetime, groups: sharing.Groups | None = None) -> Ledger:
     """The contract's ledger as of `now`: a constant number of queries whatever its length.
     Its periods that ended in a sharing group carry their sharing (`groups`: the close's, so
     that every member of a group reads the same usage)."""
+    return read_many([contract], now, groups)[0]
+
+
+def read_many(contracts: list[Contract], now: datetime, groups: sharing.Groups | None = None
+              ) -> list[Ledger]:
+    """read() for many contracts (the members of a close), in the same constant number of
+    queries as one: their statements, every period's usage and floor each read once for
+    them all, and the usage shared with the groups' sharing."""
     if groups is None:
-        groups = sharing.groups_of([contract.pk])
-    statements = _statements(contract, bool(groups.rows))
-    by_index = {s.period_index: s for s in statements if s.kind == Statement.Kind.PERIOD}
-    lines: dict[int, list[CorrectionLine]] = {}
-    for statement in statements:
-        for line in statement.corrections.all():
-            lines.setdefault(line.period_index, []).append(line)
-    started = [p for p in contract.periods() if p.start <= now]
-    totals = usage.tenant_totals_in(contract.tenant_id,
-                                    [(p.start, min(p.end, now)) for p in started])
-    terms = [contract.terms_for(p.index) for p in started]
-    floors = floor.read(contract, list(zip(started, terms, strict=True)), now)
-    entries = []
-    for period, metered, in_force in zip(started, totals, terms, strict=True):
-        statement = by_index.get(period.index)
-        state = "closed" if statement else ("open" if now < period.end else "ended")
-        entries.append(PeriodEntry(
-            period=period, terms=in_force, state=state,
-            metered=billing.gpu_hours(metered.allocated_gpu_hours),
-            busy=billing.gpu_hours(metered.busy_gpu_hours), statement=statement,
-            lines=lines.get(period.index, []), floor=floors.get(period.index)))
-    return Ledger(contract, now, _with_sharing(contract, entries, now, groups), statements,
-                  groups)
+        groups = sharing.groups_of([c.pk for c in contracts])
+    statements = _statements(contracts, bool(groups.rows))
+    started = {c.pk: [p for p in c.periods() if p.start <= now] for c in contracts}
+    terms = {c.pk: [c.terms_for(p.index) for p in started[c.pk]] for c in contracts}
+    totals = iter(groups.totals_of([(c.tenant_id, p.start, min(p.end, now))
+                                    for c in contracts for p in started[c.pk]]))
+    floors = floor.read_many([(c, list(zip(started[c.pk], terms[c.pk], strict=True)))
+                              for c in contracts], now)
+    ledgers = []
+    for contract in contracts:
+        mine = statements[contract.pk]
+        by_index = {s.period_index: s for s in mine if s.kind == Statement.Kind.PERIOD}
+        lines: dict[int, list[CorrectionLine]] = {}
+        for statement in mine:
+            for line in statement.corrections.all():
+                lines.setdefault(line.period_index, []).append(line)
+        entries = []
+        for period, in_force in zip(started[contract.pk], terms[contract.pk], strict=True):
+            metered = next(totals)
+            statement = by_index.get(period.index)
+            state = "closed" if statement else ("open" if now < period.end else "ended")
+            entries.append(PeriodEntry(
+                period=period, terms=in_force, state=state,
+                metered=billing.gpu_hours(metered.allocated_gpu_hours),
+                busy=billing.gpu_hours(metered.busy_gpu_hours), statement=statement,
+                lines=lines.get(period.index, []),
+                floor=floors[contract.pk].get(period.index)))
+        ledgers.append((contract, entries, mine))
+    # Every group period of them all worked out at once, from the usage read above.
+    found = {contract.pk: [(e, g) for e in entries
+                           if (g := groups.group_at(contract.pk, e.period.start)) is not None]
+             for contract, entries, _s in ledgers} if groups.rows else {}
+    sharing.work_out(groups, [(g, e.period) for pairs in found.values() for e, g in pairs],
+                     now)
+    return [Ledger(contract, now, _with_sharing(contract, entries, found.get(contract.pk, []),
+                                                groups), mine, groups)
+            for contract, entries, mine in ledgers]
 
 
-def _with_sharing(contract: Contract, entries: list[PeriodEntry], now: datetime,
+def _with_sharing(contract: Contract, entries: list[PeriodEntry], found: list,
                   groups: sharing.Groups) -> list[PeriodEntry]:
-    """The periods shared in a group, each with its sharing at the usage held now (the open
-    one's at every member's usage so far: what closing it now would bill)."""
-    if not groups.rows:
+    """The periods shared in a group (`found`: each with its group), each with its sharing at
+    the usage held now (the open one's at every member's usage so far: what closing it now
+    would bill)."""
+    if not found:
         return entries
-    found = [(e, g) for e in entries
-             if (g := groups.group_at(contract.pk, e.period.start)) is not None]
-    sharing.work_out(groups, [(g, e.period) for e, g in found], now)
     shared = {e.period.index: (g, sharing.shared(groups, contract.pk, e.period))
               for e, g in found}
     return [replace(e, group_id=shared[e.period.index][0], shared=shared[e.period.index][1])

@@ -28,6 +28,16 @@ class Groups:
     rows: list[SharingMember] = field(default_factory=list)
     sharing: dict[tuple[int, datetime], dict[int, maths.Shared]] = field(default_factory=dict)
     members: dict[tuple[int, datetime], list[maths.Member]] = field(default_factory=dict)
+    # The meter's sums by span (tenant, start, end) read so far: the ledger's read and the
+    # sharing's read each span once between them, and agree on it.
+    totals: dict[usage.Span, usage.Totals] = field(default_factory=dict)
+
+    def totals_of(self, spans: list[usage.Span]) -> list[usage.Totals]:
+        """The meter's sums of each span, those not read yet in one query."""
+        todo = list(dict.fromkeys(s for s in spans if s not in self.totals))
+        if todo:
+            self.totals.update(zip(todo, usage.span_totals(todo), strict=True))
+        return [self.totals[s] for s in spans]
 
     def group_at(self, contract_id: int, instant: datetime) -> int | None:
         return next((r.group_id for r in self.rows
@@ -82,7 +92,7 @@ def work_out(groups: Groups, pairs: list[tuple[int, billing.Period]], now: datet
         members = groups.members_at(group_id, start)
         plan.append(((group_id, start), members))
         spans += [(m.tenant_id, period.start, min(period.end, now)) for m in members]
-    totals = iter(usage.span_totals(spans))
+    totals = iter(groups.totals_of(spans))
     for key, members in plan:
         rows = []
         for member in members:
