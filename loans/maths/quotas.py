@@ -5,6 +5,8 @@ scale rule. Pure: plain lists in, plain results out."""
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from loans.maths.recommend import quantile
 
 
@@ -25,18 +27,19 @@ def base_for_bursts(peaks: list[float], growth: list[float], share: float) -> in
     """The smallest whole base quota above which concurrent demand goes in at most `share`
     of the hours ahead: the hourly peaks of the lookback, scaled by each coming period's
     growth (the term model's usage against today's), pooled over the periods."""
-    pooled = sorted(p * g for g in growth for p in peaks)
+    pooled = np.sort(np.multiply.outer(np.asarray(growth, dtype=float),
+                                       np.asarray(peaks, dtype=float)), axis=None)
     allowed = math.floor(share * len(pooled) + 1e-9)  # hours that may need a burst
     if allowed >= len(pooled):
         return 0
-    return max(0, math.ceil(pooled[len(pooled) - allowed - 1] - 1e-9))
+    return max(0, math.ceil(float(pooled[len(pooled) - allowed - 1]) - 1e-9))
 
 
 def share_above(peaks: list[float], growth: list[float], base: float) -> float:
     """The share of the hours ahead (as base_for_bursts reads them) whose demand exceeds
     `base`: each of them needs a burst."""
-    above = sum(1 for g in growth for p in peaks if p * g > base + 1e-9)
-    return above / (len(peaks) * len(growth))
+    demand = np.multiply.outer(np.asarray(growth, dtype=float), np.asarray(peaks, dtype=float))
+    return int(np.count_nonzero(demand > base + 1e-9)) / (len(peaks) * len(growth))
 
 
 def advise_quotas(peaks: list[float], allocated: list[float], busy: list[float], *,

@@ -23,6 +23,9 @@ import random
 import statistics
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
+from functools import cached_property
+
+import numpy as np
 
 from loans.maths.billing import money
 
@@ -39,11 +42,10 @@ def period_windows(hourly: list[float], period_hours: int, lookback_days: int) -
     if len(hourly) < max(span, period_hours):
         return []
     recent = hourly[-span:] if span >= period_hours else hourly[-period_hours:]
-    prefix = [0.0]
-    for value in recent:
-        prefix.append(prefix[-1] + value)
-    return [prefix[i + period_hours] - prefix[i]
-            for i in range(0, len(recent) - period_hours + 1, DAY_HOURS)]
+    # The running sums, added one hour after another as a loop would (cumsum is sequential).
+    prefix = np.concatenate(([0.0], np.cumsum(np.asarray(recent, dtype=float))))
+    starts = np.arange(0, len(recent) - period_hours + 1, DAY_HOURS)
+    return (prefix[starts + period_hours] - prefix[starts]).tolist()
 
 
 def longest_windows(hourly: list[float], period_hours: int) -> tuple[int, list[float]] | None:
@@ -58,7 +60,11 @@ def longest_windows(hourly: list[float], period_hours: int) -> tuple[int, list[f
 
 def quantile(values: list[float], q: float) -> float:
     """The q-quantile, linear between order statistics (q in [0, 1])."""
-    ordered = sorted(values)
+    return in_order(sorted(values), q)
+
+
+def in_order(ordered: list[float], q: float) -> float:
+    """quantile() of values already sorted."""
     if not ordered:
         raise ValueError("no values")
     position = q * (len(ordered) - 1)
@@ -91,11 +97,19 @@ def cost_curve(values: list[float], candidates: list[float], committed_rate: Dec
                overage_rate: Decimal) -> list[CurvePoint]:
     curve = []
     rate, premium = float(committed_rate), float(overage_rate)  # cost()'s, converted once
+    used = np.asarray(values, dtype=float)
     for c in candidates:
-        costs = [c * rate + max(0.0, u - c) * premium for u in values]
-        low, high = (quantile(costs, 0.1), quantile(costs, 0.9))
-        curve.append(CurvePoint(c, statistics.fmean(costs), low, high))
+        # cost() of every value at once: the same operations on each, in the same order.
+        costs = c * rate + np.maximum(0.0, used - c) * premium
+        ordered = np.sort(costs).tolist()
+        curve.append(CurvePoint(c, mean(ordered), in_order(ordered, 0.1),
+                                in_order(ordered, 0.9)))
     return curve
+
+
+def mean(values: list[float]) -> float:
+    """statistics.fmean: the exact sum (math.fsum, whatever the order), divided once."""
+    return math.fsum(values) / len(values)
 
 
 @dataclass(frozen=True)
@@ -217,10 +231,12 @@ class TermAdvice:
         """The expected cost over the term under these numbers: each period's mean bill over
         its outcomes, summed (the pool holds the periods in equal blocks)."""
         rate, premium = float(committed_rate), float(overage_rate)
-        # A list, not a generator: fmean counts a generator's items one call at a time.
-        mean = statistics.fmean([commitment * rate + premium * max(0.0, u - commitment)
-                                 for u in self.outcomes])
-        return mean * len(self.p50)
+        bills = commitment * rate + premium * np.maximum(0.0, self._outcomes - commitment)
+        return mean(bills.tolist()) * len(self.p50)
+
+    @cached_property
+    def _outcomes(self) -> np.ndarray:
+        return np.asarray(self.outcomes, dtype=float)
 
     def totals(self, commitments: dict[str, float], committed_rate: Decimal,
                overage_rate: Decimal) -> dict[str, tuple[float, float, float]]:
@@ -240,12 +256,15 @@ class TermAdvice:
             paths.append([max(0.0, self.outcomes[j * block + rng.randrange(block)] + shift)
                           for j in range(months)])
         rate, premium = float(committed_rate), float(overage_rate)
+        drawn = np.asarray(paths, dtype=float)
         out = {}
         for name, c in commitments.items():
-            totals = [months * c * rate + premium * sum(u - c for u in path if u > c)
-                      for path in paths]
-            totals.sort()
-            out[name] = tuple(quantile(totals, q) for q in (0.1, 0.5, 0.9))
+            # Each path's overage, its periods added in order (as sum() over the path would).
+            over = np.zeros(len(paths))
+            for j in range(months):
+                over = over + np.where(drawn[:, j] > c, drawn[:, j] - c, 0.0)
+            totals = np.sort(months * c * rate + premium * over).tolist()
+            out[name] = tuple(in_order(totals, q) for q in (0.1, 0.5, 0.9))
         return out
 
 
