@@ -3,7 +3,7 @@ the person of a request (its session, or the API token and its owner), or the jo
 task, a management command). One context a request, task or command; nested ones stack.
 
 Writes that bypass the models' signals (`QuerySet.update`, bulk inserts) log themselves with
-`changed`, `created` and `wrote`: one entry each object changed or inserted, with its before
+`changed`, `created` and `wrote_many`: one entry each object changed or inserted, with its before
 and after, or one entry naming what a bulk write wrote (a close's statements). A queryset's
 delete sends each object's signals, so the library logs it.
 
@@ -110,18 +110,10 @@ def created(instances) -> None:
                                     force_log=True)
 
 
-def wrote(instance, summary: dict, *, tenant: int | None = None) -> None:
-    """One entry for a bulk write about `instance` (a close's statements of one contract):
-    `summary` says what was written, as {what: [before, after]}."""
-    LogEntry = _entries()
-    LogEntry.objects.log_create(instance, action=LogEntry.Action.CREATE,
-                                changes={k: [_text(a), _text(b)] for k, (a, b) in summary.items()},
-                                force_log=True, additional_data=_data(tenant))
-
-
 def wrote_many(items: list[tuple[Any, dict, int | None]]) -> None:
-    """wrote() for many instances (each with its summary and tenant), in one INSERT: each
-    entry as log_create would make it, and told to the same pre-save receivers (who acted)."""
+    """One entry a bulk write about each instance (a close's statements of one contract),
+    its summary saying what was written, as {what: (before, after)}; all in one INSERT, each
+    entry as log_create would make it and told to the same pre-save receivers (who acted)."""
     if not items:
         return
     from auditlog.cid import get_cid  # noqa: PLC0415 - the app registry is ready by now

@@ -76,21 +76,6 @@ def sums_in(queryset: models.QuerySet, field: str, ranges: list[tuple[datetime, 
     return out
 
 
-def tenant_totals_in(tenant_id: int | None,
-                     ranges: list[tuple[datetime, datetime]]) -> list[Totals]:
-    """tenant_totals for each of several ranges that do not overlap (a contract's periods),
-    in one query: reading a year-old contract costs one grouped aggregate, not one per
-    period."""
-    if not ranges:
-        return []
-    found = sums_in(TenantHour.objects.filter(tenant_id=tenant_id), "hour", ranges,
-                    allocated=Sum("allocated_gpu_s"), busy=Sum("busy_gpu_s"),
-                    samples=Sum("sample_count"))
-    empty = {"allocated": 0.0, "busy": 0.0, "samples": 0}
-    return [Totals(sums["allocated"] / 3600, sums["busy"] / 3600, sums["samples"])
-            for sums in (totals.get((), empty) for totals in found)]
-
-
 @dataclass(frozen=True)
 class Hour:
     hour: datetime

@@ -172,7 +172,7 @@ def _write_periods(contract: Contract, ledger: ledgers.Ledger, due: list[ledgers
 
 
 def _pending(entries: dict[int, ledgers.PeriodEntry], billed: dict[int, billing.Billed], *,
-             before: int, fresh: set[int] = frozenset()
+             before: int, fresh: set[int]
              ) -> list[tuple[ledgers.PeriodEntry, billing.Correction]]:
     """Corrections of the stated periods before `before`, against what they are billed (those
     in `fresh` are billed at the usage read, so carry none)."""

@@ -309,7 +309,7 @@ def period_entry(contract: Contract, period: billing.Period, now: datetime) -> P
     """One period as read(contract, now) reads it, without its statement (for the live
     figures of a period: the burn-down, the fleet, alerts, /metrics): the same aggregate,
     the same terms."""
-    [metered] = usage.tenant_totals_in(contract.tenant_id, [(period.start, min(period.end, now))])
+    [metered] = usage.span_totals([(contract.tenant_id, period.start, min(period.end, now))])
     return live_entry(contract, period, now, metered)
 
 
