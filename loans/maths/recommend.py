@@ -102,14 +102,10 @@ def cost_curve(values: list[float], candidates: list[float], committed_rate: Dec
         # cost() of every value at once: the same operations on each, in the same order.
         costs = c * rate + np.maximum(0.0, used - c) * premium
         ordered = np.sort(costs).tolist()
-        curve.append(CurvePoint(c, mean(ordered), in_order(ordered, 0.1),
+        curve.append(CurvePoint(c, statistics.fmean(ordered), in_order(ordered, 0.1),
                                 in_order(ordered, 0.9)))
     return curve
 
-
-def mean(values: list[float]) -> float:
-    """statistics.fmean: the exact sum (math.fsum, whatever the order), divided once."""
-    return math.fsum(values) / len(values)
 
 
 @dataclass(frozen=True)
@@ -232,7 +228,8 @@ class TermAdvice:
         its outcomes, summed (the pool holds the periods in equal blocks)."""
         rate, premium = float(committed_rate), float(overage_rate)
         bills = commitment * rate + premium * np.maximum(0.0, self._outcomes - commitment)
-        return mean(bills.tolist()) * len(self.p50)
+        # fmean sums exactly (math.fsum), so the order of the bills does not matter.
+        return statistics.fmean(bills.tolist()) * len(self.p50)
 
     @cached_property
     def _outcomes(self) -> np.ndarray:
